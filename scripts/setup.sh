@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what lockstep needs on Debian 12, only what is missing. Idempotent and non-interactive.
+# Run as root (CI and fresh machines are root); otherwise it uses sudo when available.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libhwy-dev            # Highway: portable SIMD with runtime dispatch
+  nlohmann-json3-dev    # JSON (config.json, tokenizer.json, CLI --json)
+  libcli11-dev          # command-line parsing
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)
+  libutf8proc-dev       # NFC / NFKC normalizers
+  libcpp-httplib-dev    # the OpenAI-compatible server
+  nodejs npm            # reference tokenizer library and OpenAI client for tests
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,62 @@
+// Model configuration: plain data read from a Hugging Face checkpoint's config.json (and
+// generation_config.json for eos/bos). Unknown model types and missing or ill-typed fields are
+// errors naming the file and field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+struct RopeScaling {
+  std::string type = "default";  // "default", "linear", "llama3", "yarn"
+  double factor = 1.0;
+  // llama3
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 0;
+  // yarn
+  double beta_fast = 32.0, beta_slow = 1.0;
+  double attention_factor = 0.0;  // 0: derived as 0.1 * ln(factor) + 1 (transformers' default)
+  bool truncate = true;           // yarn: floor/ceil the correction range (transformers default)
+};
+
+enum class LayerKind { FullAttention, LinearAttention };
+
+struct ModelConfig {
+  std::string model_type;   // llama | qwen2 | qwen3 | qwen3_5_text | qwen3_next
+  std::string source;       // path of the config.json it came from
+  std::string weight_prefix = "model.";  // "model.language_model." for qwen3_5 (multimodal)
+
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0;
+  int64_t num_attention_heads = 0, num_key_value_heads = 0, head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6, rope_theta = 10000.0, partial_rotary_factor = 1.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v biases (qwen2 always; llama when attention_bias=true)
+  bool mlp_bias = false;
+  bool qk_norm = false;         // qwen3, qwen3_5: RMSNorm on q and k per head before RoPE
+  std::string torch_dtype = "float32";
+
+  // Hybrid (Qwen3.5 / Qwen3-Next): per-layer kinds; empty means all FullAttention.
+  std::vector<LayerKind> layer_types;
+  int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel_dim = 4;
+  bool attn_output_gate = false;       // gated full attention
+  bool zero_centered_norm = false;     // RMSNorm computes x * (1 + w)
+  int64_t mtp_num_hidden_layers = 0;   // MTP head layers present in config
+
+  std::vector<int32_t> eos_token_ids;  // config.json, overridden by generation_config.json
+  int32_t bos_token_id = -1;
+
+  int64_t rotary_dim() const;          // head_dim * partial_rotary_factor, even
+  LayerKind layer_kind(int64_t layer) const;
+};
+
+// Reads <dir>/config.json (+ generation_config.json when present).
+ModelConfig load_model_config(const std::string& dir);
+// Parses config JSON text; `source` names it in errors.
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source);
+
+}  // namespace lockstep
