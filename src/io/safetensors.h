@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -60,6 +61,9 @@ class Checkpoint {
   // The tensor, or an Error: "<dir>: tensor <name> is missing" / "...: expected shape [a, b], found
   // [c, d] in <file>". An empty `shape` skips the shape check.
   const TensorInfo& require(const std::string& name, const std::vector<int64_t>& shape = {}) const;
+  // As above, and the dtype must be one of `dtypes`: "...: expected dtype BF16 or F32, found F16".
+  const TensorInfo& require(const std::string& name, const std::vector<int64_t>& shape,
+                            const std::vector<DType>& dtypes) const;
   std::vector<std::string> names() const;
   size_t total_bytes() const;
   std::map<DType, size_t> bytes_by_dtype() const;
@@ -80,5 +84,35 @@ struct TensorToWrite {
 };
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// Streaming writer for checkpoints too large to hold in memory: the header (names, dtypes,
+// shapes) is written first, then each tensor's bytes in order, in as many pieces as the caller
+// likes. The file appears at `path` only after finish() (written to "<path>.tmp", then renamed).
+struct TensorHeader {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(const std::string& path, const std::vector<TensorHeader>& tensors,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();  // removes the temporary file if finish() was not reached
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // Appends bytes of the current tensor (tensors in header order; a tensor may span calls).
+  void write(const void* data, size_t nbytes);
+  // Checks every tensor got exactly its bytes, flushes and renames into place.
+  void finish();
+  size_t total_data_bytes() const { return total_; }
+
+ private:
+  std::string path_, tmp_path_;
+  std::FILE* out_ = nullptr;
+  std::vector<TensorHeader> tensors_;
+  std::vector<size_t> sizes_;
+  size_t current_ = 0, written_in_current_ = 0, total_ = 0;
+};
 
 }  // namespace lockstep
