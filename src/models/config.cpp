@@ -1,0 +1,344 @@
+// config.json -> ModelConfig. Defaults follow transformers' configuration classes for each
+// model_type, because a checkpoint's config.json omits whatever equals the class default; a
+// different default here would silently load a different model.
+#include "models/config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace lockstep {
+
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kSupported = "llama, qwen2, qwen3, qwen3_5, qwen3_5_text, qwen3_next";
+
+// Typed access to one JSON object; every error names the file and the (dotted) field.
+class Fields {
+ public:
+  Fields(const json& obj, std::string source, std::string prefix)
+      : obj_(obj), source_(std::move(source)), prefix_(std::move(prefix)) {}
+
+  // Absent and null both mean "use the default", as in transformers.
+  bool has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
+  const json& raw(const char* key) const { return obj_[key]; }
+  std::string name(const char* key) const { return prefix_ + key; }
+  const std::string& source() const { return source_; }
+
+  int64_t integer(const char* key) const {
+    if (!has(key)) fail(source_, ": required field \"", name(key), "\" is missing");
+    return as_int(key);
+  }
+  int64_t integer(const char* key, int64_t def) const { return has(key) ? as_int(key) : def; }
+  int64_t positive(const char* key) const {
+    int64_t v = integer(key);
+    if (v <= 0) fail(source_, ": field \"", name(key), "\" must be positive, found ", v);
+    return v;
+  }
+  double number(const char* key, double def) const {
+    if (!has(key)) return def;
+    if (!obj_[key].is_number())
+      fail(source_, ": field \"", name(key), "\" must be a number, found ", obj_[key].dump());
+    return obj_[key].get<double>();
+  }
+  bool boolean(const char* key, bool def) const {
+    if (!has(key)) return def;
+    if (!obj_[key].is_boolean())
+      fail(source_, ": field \"", name(key), "\" must be true or false, found ", obj_[key].dump());
+    return obj_[key].get<bool>();
+  }
+  std::string string(const char* key, const std::string& def) const {
+    if (!has(key)) return def;
+    if (!obj_[key].is_string())
+      fail(source_, ": field \"", name(key), "\" must be a string, found ", obj_[key].dump());
+    return obj_[key].get<std::string>();
+  }
+
+ private:
+  int64_t as_int(const char* key) const {
+    const json& v = obj_[key];
+    // 1.0 written by a Python float is accepted; 1.5 is not.
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
+      return static_cast<int64_t>(v.get<double>());
+    fail(source_, ": field \"", name(key), "\" must be an integer, found ", v.dump());
+  }
+  const json& obj_;
+  std::string source_, prefix_;
+};
+
+// int, list of ints, or null (no ids).
+std::vector<int32_t> token_ids(const Fields& f, const char* key) {
+  if (!f.has(key)) return {};
+  const json& v = f.raw(key);
+  std::vector<int32_t> out;
+  if (v.is_number_integer()) {
+    out.push_back(v.get<int32_t>());
+  } else if (v.is_array()) {
+    for (const json& e : v) {
+      if (!e.is_number_integer())
+        fail(f.source(), ": field \"", f.name(key), "\" must be an integer or a list of integers, "
+             "found ", v.dump());
+      out.push_back(e.get<int32_t>());
+    }
+  } else {
+    fail(f.source(), ": field \"", f.name(key), "\" must be an integer or a list of integers, found ",
+         v.dump());
+  }
+  return out;
+}
+
+// Reads scaling fields shared by the legacy "rope_scaling" object and the newer "rope_parameters".
+void parse_scaling(const Fields& s, const std::string& type, ModelConfig& c) {
+  RopeScaling& r = c.rope_scaling;
+  r.type = type;
+  if (type == "default" || type == "mrope") {
+    // mrope with identical position ids for every section (text only) is plain RoPE.
+    r.type = "default";
+    return;
+  }
+  if (type != "linear" && type != "llama3" && type != "yarn")
+    fail(s.source(), ": field \"", s.name("rope_type"), "\": rope type \"", type,
+         "\" is not supported (supported: default, linear, llama3, yarn)");
+  if (!s.has("factor")) fail(s.source(), ": required field \"", s.name("factor"), "\" is missing");
+  r.factor = s.number("factor", 1.0);
+  if (type == "llama3") {
+    r.low_freq_factor = s.number("low_freq_factor", 1.0);
+    r.high_freq_factor = s.number("high_freq_factor", 4.0);
+    r.original_max_position_embeddings = s.positive("original_max_position_embeddings");
+  } else if (type == "yarn") {
+    // transformers falls back to max_position_embeddings when the original length is absent.
+    r.original_max_position_embeddings =
+        s.integer("original_max_position_embeddings", c.max_position_embeddings);
+    r.beta_fast = s.number("beta_fast", 32.0);
+    r.beta_slow = s.number("beta_slow", 1.0);
+    r.attention_factor = s.number("attention_factor", 0.0);
+    r.truncate = s.boolean("truncate", true);
+  }
+}
+
+void parse_rope(const Fields& f, const json& obj, ModelConfig& c) {
+  if (f.has("partial_rotary_factor")) c.partial_rotary_factor = f.number("partial_rotary_factor", 1);
+  if (f.has("rope_parameters")) {
+    const json& rp = obj["rope_parameters"];
+    if (!rp.is_object())
+      fail(f.source(), ": field \"", f.name("rope_parameters"), "\" must be an object, found ",
+           rp.dump());
+    Fields p(rp, f.source(), f.name("rope_parameters") + ".");
+    c.rope_theta = p.number("rope_theta", f.number("rope_theta", c.rope_theta));
+    c.partial_rotary_factor = p.number("partial_rotary_factor", c.partial_rotary_factor);
+    parse_scaling(p, p.string("rope_type", p.string("type", "default")), c);
+    return;
+  }
+  c.rope_theta = f.number("rope_theta", c.rope_theta);
+  if (!f.has("rope_scaling")) return;
+  const json& rs = obj["rope_scaling"];
+  if (!rs.is_object())
+    fail(f.source(), ": field \"", f.name("rope_scaling"), "\" must be an object or null, found ",
+         rs.dump());
+  Fields s(rs, f.source(), f.name("rope_scaling") + ".");
+  parse_scaling(s, s.string("rope_type", s.string("type", "default")), c);
+}
+
+void parse_hybrid(const Fields& f, const json& obj, ModelConfig& c) {
+  c.zero_centered_norm = true;
+  c.attn_output_gate = f.boolean("attn_output_gate", true);
+  c.linear_conv_kernel_dim = f.integer("linear_conv_kernel_dim", 4);
+  c.linear_key_head_dim = f.integer("linear_key_head_dim", 128);
+  c.linear_value_head_dim = f.integer("linear_value_head_dim", 128);
+  c.linear_num_key_heads = f.integer("linear_num_key_heads", 16);
+  c.linear_num_value_heads = f.integer("linear_num_value_heads", 32);
+  c.mtp_num_hidden_layers = f.integer("mtp_num_hidden_layers", 0);
+  if (c.linear_num_key_heads <= 0 || c.linear_num_value_heads % c.linear_num_key_heads != 0)
+    fail(f.source(), ": field \"", f.name("linear_num_value_heads"), "\" (",
+         c.linear_num_value_heads, ") must be a multiple of \"", f.name("linear_num_key_heads"),
+         "\" (", c.linear_num_key_heads, ")");
+  if (c.linear_conv_kernel_dim < 1)
+    fail(f.source(), ": field \"", f.name("linear_conv_kernel_dim"), "\" must be positive");
+
+  c.layer_types.clear();
+  if (f.has("layer_types")) {
+    const json& lt = obj["layer_types"];
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.num_hidden_layers)
+      fail(f.source(), ": field \"", f.name("layer_types"), "\" must be a list of ",
+           c.num_hidden_layers, " layer types, found ", lt.dump());
+    for (const json& t : lt) {
+      std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+      if (s == "full_attention") c.layer_types.push_back(LayerKind::FullAttention);
+      else if (s == "linear_attention") c.layer_types.push_back(LayerKind::LinearAttention);
+      else
+        fail(f.source(), ": field \"", f.name("layer_types"), "\": unknown layer type \"", s,
+             "\" (expected full_attention or linear_attention)");
+    }
+  } else {
+    int64_t n = f.integer("full_attention_interval", 4);
+    if (n <= 0) fail(f.source(), ": field \"", f.name("full_attention_interval"), "\" must be > 0");
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      c.layer_types.push_back((i + 1) % n == 0 ? LayerKind::FullAttention
+                                               : LayerKind::LinearAttention);
+  }
+}
+
+// Qwen3-Next is a mixture-of-experts family by default (num_experts=512); a dense variant sets
+// num_experts to 0 or lists every layer in mlp_only_layers.
+void reject_moe(const Fields& f, const json& obj, const ModelConfig& c, int64_t default_experts) {
+  int64_t experts = f.integer("num_experts", default_experts);
+  if (experts <= 0) return;
+  int64_t step = f.integer("decoder_sparse_step", 1);
+  std::vector<int64_t> dense_only;
+  if (f.has("mlp_only_layers") && obj["mlp_only_layers"].is_array())
+    for (const json& v : obj["mlp_only_layers"])
+      if (v.is_number_integer()) dense_only.push_back(v.get<int64_t>());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    bool dense = std::find(dense_only.begin(), dense_only.end(), i) != dense_only.end();
+    if (!dense && step > 0 && (i + 1) % step == 0)
+      fail(f.source(), ": MoE ", c.model_type, " checkpoints (field \"", f.name("num_experts"),
+           "\" = ", experts, ") are not supported yet");
+  }
+}
+
+}  // namespace
+
+int64_t ModelConfig::rotary_dim() const {
+  int64_t d = static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor);
+  return d - d % 2;
+}
+
+LayerKind ModelConfig::layer_kind(int64_t layer) const {
+  if (layer < 0 || layer >= num_hidden_layers)
+    fail(source, ": layer ", layer, " out of range (", num_hidden_layers, " layers)");
+  if (layer_types.empty()) return LayerKind::FullAttention;
+  return layer_types[static_cast<size_t>(layer)];
+}
+
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::exception& e) {
+    fail(source, ": not valid JSON (", e.what(), ")");
+  }
+  if (!root.is_object()) fail(source, ": expected a JSON object, found ", root.type_name());
+  Fields top(root, source, "");
+  if (!top.has("model_type"))
+    fail(source, ": required field \"model_type\" is missing (supported: ", kSupported, ")");
+  const std::string type = top.string("model_type", "");
+
+  ModelConfig c;
+  c.source = source;
+  const json* text = &root;
+  std::string prefix;
+  if (type == "qwen3_5") {
+    // Multimodal wrapper: the language model's config and weights live one level down.
+    if (!root.contains("text_config") || !root["text_config"].is_object())
+      fail(source, ": model_type qwen3_5 needs a \"text_config\" object");
+    text = &root["text_config"];
+    prefix = "text_config.";
+    c.weight_prefix = "model.language_model.";
+    c.model_type = "qwen3_5_text";
+  } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "qwen3_5_text" ||
+             type == "qwen3_next") {
+    c.model_type = type;
+  } else if (type == "qwen3_moe" || type == "qwen3_5_moe" || type == "qwen3_5_moe_text" ||
+             type == "qwen2_moe" || type == "mixtral") {
+    fail(source, ": MoE model_type \"", type, "\" is not supported yet (supported: ", kSupported,
+         ")");
+  } else {
+    fail(source, ": field \"model_type\": unsupported value \"", type, "\" (supported: ",
+         kSupported, ")");
+  }
+  const json& obj = *text;
+  Fields f(obj, source, prefix);
+  const bool hybrid = c.model_type == "qwen3_5_text" || c.model_type == "qwen3_next";
+
+  c.vocab_size = f.positive("vocab_size");
+  c.hidden_size = f.positive("hidden_size");
+  c.intermediate_size = f.positive("intermediate_size");
+  c.num_hidden_layers = f.positive("num_hidden_layers");
+  c.num_attention_heads = f.positive("num_attention_heads");
+  c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
+  if (c.num_key_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(source, ": field \"", f.name("num_key_value_heads"), "\" (", c.num_key_value_heads,
+         ") must divide \"", f.name("num_attention_heads"), "\" (", c.num_attention_heads, ")");
+  // transformers' class defaults: Qwen3 128, the hybrids 256, Llama/Qwen2 hidden / heads.
+  int64_t default_head_dim = c.model_type == "qwen3" ? 128 : hybrid ? 256 : 0;
+  if (f.has("head_dim")) {
+    c.head_dim = f.positive("head_dim");
+  } else if (default_head_dim > 0) {
+    c.head_dim = default_head_dim;
+  } else {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      fail(source, ": field \"", f.name("head_dim"), "\" is missing and hidden_size (",
+           c.hidden_size, ") is not a multiple of num_attention_heads (", c.num_attention_heads,
+           ")");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  c.max_position_embeddings =
+      f.integer("max_position_embeddings", c.model_type == "llama" ? 2048 : 32768);
+  c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);
+  c.rope_theta = 10000.0;
+  c.partial_rotary_factor = hybrid ? 0.25 : 1.0;
+  parse_rope(f, obj, c);
+  if (!(c.partial_rotary_factor > 0.0 && c.partial_rotary_factor <= 1.0))
+    fail(source, ": field \"", f.name("partial_rotary_factor"), "\" must be in (0, 1], found ",
+         c.partial_rotary_factor);
+  // The wrapper decides whether lm_head is tied; fall back to the text config's own flag.
+  c.tie_word_embeddings = top.boolean("tie_word_embeddings", f.boolean("tie_word_embeddings", false));
+  c.attention_bias = c.model_type == "qwen2" ? true : f.boolean("attention_bias", false);
+  c.mlp_bias = c.model_type == "llama" ? f.boolean("mlp_bias", false) : false;
+  c.qk_norm = c.model_type != "llama" && c.model_type != "qwen2";
+  c.torch_dtype = f.string("torch_dtype", f.string("dtype", top.string("torch_dtype", "float32")));
+
+  if (hybrid) {
+    parse_hybrid(f, obj, c);
+    reject_moe(f, obj, c, c.model_type == "qwen3_next" ? 512 : 0);
+  }
+
+  c.eos_token_ids = token_ids(f, "eos_token_id");
+  if (c.eos_token_ids.empty() && text != &root) c.eos_token_ids = token_ids(top, "eos_token_id");
+  std::vector<int32_t> bos = token_ids(f, "bos_token_id");
+  if (bos.empty() && text != &root) bos = token_ids(top, "bos_token_id");
+  c.bos_token_id = bos.empty() ? -1 : bos.front();
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& dir) {
+  namespace fs = std::filesystem;
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) fail(p.string(), ": cannot read");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  const fs::path config_path = fs::path(dir) / "config.json";
+  if (!fs::exists(config_path)) fail(config_path.string(), ": not found (is ", dir,
+                                     " a Hugging Face checkpoint directory?)");
+  ModelConfig c = parse_model_config(read(config_path), config_path.string());
+
+  // generation_config.json is what transformers' generate() obeys for eos/bos.
+  const fs::path gen_path = fs::path(dir) / "generation_config.json";
+  if (fs::exists(gen_path)) {
+    json g;
+    try {
+      g = json::parse(read(gen_path));
+    } catch (const json::exception& e) {
+      fail(gen_path.string(), ": not valid JSON (", e.what(), ")");
+    }
+    if (!g.is_object()) fail(gen_path.string(), ": expected a JSON object");
+    Fields gf(g, gen_path.string(), "");
+    std::vector<int32_t> eos = token_ids(gf, "eos_token_id");
+    if (!eos.empty()) c.eos_token_ids = eos;
+    std::vector<int32_t> bos = token_ids(gf, "bos_token_id");
+    if (!bos.empty()) c.bos_token_id = bos.front();
+  }
+  return c;
+}
+
+}  // namespace lockstep
