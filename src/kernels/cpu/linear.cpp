@@ -1,0 +1,163 @@
+// linear(): y = x W^T on the CPU, compiled for every Highway target and dispatched at run time.
+//
+// Each output element y[m][n] is one scheduled dot product (schedule.h): 16 logical lanes, lane =
+// k mod 16, FMAs in increasing k, zero padding to a multiple of 16, fixed folding tree. Tiles of
+// R rows x C columns only decide which independent dot products share register loads; threads
+// split the N columns. Neither changes any element's arithmetic, so a GEMV for one token and a
+// GEMM for 512 tokens give the same bits row for row.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/linear.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/fma_targets.h"
+#include "kernels/ops.h"
+#include "kernels/ref/ref_ops.h"
+#include "kernels/schedule.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lockstep::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if !LOCKSTEP_HWY_NO_FMA
+using DF = hn::CappedTag<float, kLanes>;
+using VF = decltype(hn::Zero(DF()));
+constexpr size_t kN = hn::MaxLanes(DF());
+constexpr int kG = kLanes / static_cast<int>(kN);  // vectors per 16-lane group
+
+// Loads kN weights starting at p as float32 (exact conversions).
+HWY_INLINE VF load_w(const float* p) { return hn::LoadU(DF(), p); }
+HWY_INLINE VF load_w(const uint16_t* p) {  // bf16: the bits are the top half of a float32
+  const DF df;
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::Rebind<uint16_t, DF> du16;
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, p))));
+}
+HWY_INLINE VF load_w(const hwy::float16_t* p) {
+  const DF df;
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  return hn::PromoteTo(df, hn::LoadU(df16, p));
+}
+
+// Computes a tile of R rows x C columns. x rows are K floats apart; w rows K elements apart.
+// Full 16-blocks are read in place; the tail block reads zero-padded copies.
+template <int R, int C, typename WT>
+HWY_INLINE void tile(const float* x, const WT* w, int64_t K, float* y, int64_t ldy) {
+  const DF df;
+  VF acc[R][C][kG];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      for (int g = 0; g < kG; ++g) acc[r][c][g] = hn::Zero(df);
+
+  const int64_t full = K / kLanes * kLanes;
+  for (int64_t k = 0; k < full; k += kLanes) {
+    for (int g = 0; g < kG; ++g) {
+      VF wv[C], xv[R];
+      for (int c = 0; c < C; ++c) wv[c] = load_w(w + c * K + k + g * kN);
+      for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(df, x + r * K + k + g * kN);
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) acc[r][c][g] = hn::MulAdd(xv[r], wv[c], acc[r][c][g]);
+    }
+  }
+  if (full < K) {
+    const int64_t rest = K - full;
+    HWY_ALIGN float xpad[R][kLanes];
+    HWY_ALIGN WT wpad[C][kLanes];
+    for (int r = 0; r < R; ++r)
+      for (int i = 0; i < kLanes; ++i) xpad[r][i] = i < rest ? x[r * K + full + i] : 0.0f;
+    for (int c = 0; c < C; ++c)
+      for (int i = 0; i < kLanes; ++i) wpad[c][i] = i < rest ? w[c * K + full + i] : WT{};
+    for (int g = 0; g < kG; ++g) {
+      for (int r = 0; r < R; ++r) {
+        const VF xv = hn::LoadU(df, &xpad[r][g * kN]);
+        for (int c = 0; c < C; ++c)
+          acc[r][c][g] = hn::MulAdd(xv, load_w(&wpad[c][g * kN]), acc[r][c][g]);
+      }
+    }
+  }
+  HWY_ALIGN float lanes[kLanes];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      for (int g = 0; g < kG; ++g) hn::StoreU(acc[r][c][g], df, lanes + g * kN);
+      y[r * ldy + c] = fold_lanes(lanes);
+    }
+  }
+}
+
+// Tile shapes per register width: enough independent accumulators to hide FMA latency without
+// spilling. These only pick which dot products run together, never their arithmetic.
+constexpr int kRows = kN >= 16 ? 4 : 2;
+constexpr int kCols = kN >= 16 ? 4 : 2;
+constexpr int kGemvCols = kN >= 16 ? 8 : 4;
+
+template <int R, int C, typename WT>
+void rows_block(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, int64_t n1,
+                float* y, int64_t N) {
+  int64_t m = 0;
+  for (; m + R <= M; m += R) {
+    int64_t n = n0;
+    for (; n + C <= n1; n += C) tile<R, C>(x + m * K, w + n * K, K, y + m * N + n, N);
+    for (; n < n1; ++n) tile<R, 1>(x + m * K, w + n * K, K, y + m * N + n, N);
+  }
+  for (; m < M; ++m) {
+    int64_t n = n0;
+    for (; n + C <= n1; n += C) tile<1, C>(x + m * K, w + n * K, K, y + m * N + n, N);
+    for (; n < n1; ++n) tile<1, 1>(x + m * K, w + n * K, K, y + m * N + n, N);
+  }
+}
+
+template <typename WT>
+void linear_cols(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, int64_t n1,
+                 float* y, int64_t N) {
+  if (M == 1) {
+    rows_block<1, kGemvCols>(x, M, w, K, n0, n1, y, N);
+    return;
+  }
+  // Column blocks small enough that their weights stay in L2 while every row tile passes over.
+  constexpr int64_t kColBlock = 64;
+  for (int64_t nb = n0; nb < n1; nb += kColBlock)
+    rows_block<kRows, kCols>(x, M, w, K, nb, std::min(n1, nb + kColBlock), y, N);
+}
+#endif  // !LOCKSTEP_HWY_NO_FMA
+
+void LinearCols(const float* x, int64_t M, DType dtype, const void* w, int64_t K, int64_t n0,
+                int64_t n1, float* y, int64_t N) {
+#if LOCKSTEP_HWY_NO_FMA
+  ref::linear_cols(x, M, dtype, w, K, n0, n1, y, N);
+#else
+  switch (dtype) {
+    case DType::F32:
+      return linear_cols(x, M, static_cast<const float*>(w), K, n0, n1, y, N);
+    case DType::BF16:
+      return linear_cols(x, M, static_cast<const uint16_t*>(w), K, n0, n1, y, N);
+    case DType::F16:
+      return linear_cols(x, M, static_cast<const hwy::float16_t*>(w), K, n0, n1, y, N);
+    default:
+      ref::linear_cols(x, M, dtype, w, K, n0, n1, y, N);  // reports the unsupported dtype
+  }
+#endif
+}
+
+}  // namespace lockstep::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lockstep::kernels {
+HWY_EXPORT(LinearCols);
+
+void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y,
+            ThreadPool& pool) {
+  const int64_t N = w.rows, K = w.cols;
+  // Grain of 16 columns keeps every thread's range a whole number of tiles.
+  pool.parallel_for(
+      N,
+      [&](int64_t n0, int64_t n1) {
+        HWY_DYNAMIC_DISPATCH(LinearCols)(x, M, w.dtype, w.data, K, n0, n1, y, N);
+        if (bias)
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];
+      },
+      16);
+}
+
+}  // namespace lockstep::kernels
+#endif

@@ -1,0 +1,70 @@
+// The kernel interface: every op a model forward uses. Models call these and never include SIMD
+// or CUDA headers. All ops obey the invariance rule (schedule.h): a row's result never depends on
+// how many rows the call has, where the row sits, or how many threads run.
+//
+// Shapes are row-major; "rows" are tokens of one forward call (possibly from several sequences).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace lockstep::kernels {
+
+// A weight matrix W[rows = N outputs][cols = K inputs], in its checkpoint dtype (F32, BF16, F16).
+struct Weight {
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0;
+  const void* data = nullptr;
+};
+
+// y[m][n] = sum_k x[m][k] W[n][k] (+ bias[n]), x: [M][K], y: [M][N]. bias may be null.
+void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y,
+            ThreadPool& pool);
+
+// Row m of `table` (an embedding matrix [V][D]) converted to float32, for each id.
+void embedding(const Weight& table, std::span<const int32_t> ids, float* out);
+
+// y = x / rms(x) * w per row of D (zero_centered: * (1 + w)). x may equal y.
+void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps, bool zero_centered,
+              float* y);
+
+// Rotary position embedding, NeoX "rotate half" layout, applied in place to the first rotary_dim
+// dims of each of `heads` vectors of head_dim per row. cos_sin: [M][rotary_dim], per row
+// rotary_dim/2 cosines then rotary_dim/2 sines (RopeTable::fill).
+void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+          const float* cos_sin);
+
+// out[i] = silu(gate[i]) * up[i].
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// Numerically safe softmax of one row in place (max-subtracted, exp_f32, scheduled sum).
+void softmax(float* x, int64_t n);
+
+// Index of the largest value; ties go to the lowest index. NaN is never chosen over a number.
+int64_t argmax(const float* x, int64_t n);
+
+// One layer of a paged KV cache: blocks of block_tokens positions, each [block_tokens][n_kv_heads]
+// [head_dim] float32 for keys (k) and values (v); a sequence's position p lives in block
+// block_table[p / block_tokens] at slot p % block_tokens.
+struct KvLayerView {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t block_tokens = 0, n_kv_heads = 0, head_dim = 0;
+};
+
+// Causal attention of T query rows over a paged KV cache.
+struct AttentionRow {
+  const int32_t* block_table;  // the sequence's KV blocks
+  int64_t n_keys;              // attend to key positions [0, n_keys): the query's position + 1
+};
+// q: [T][n_heads][head_dim], out: [T][n_heads][head_dim]; GQA: head h reads kv head
+// h / (n_heads / n_kv_heads). For each (row, head) the scores are reduced with the dot schedule,
+// the softmax sum over positions with the 16-lane schedule in position order, and the values
+// accumulated in position order: nothing depends on T, on the block size or on other rows.
+void attention(const float* q, int64_t T, std::span<const AttentionRow> rows, int64_t n_heads,
+               const KvLayerView& kv, float scale, float* out, ThreadPool& pool);
+
+}  // namespace lockstep::kernels

@@ -1,0 +1,39 @@
+#include "kernels/ref/ref_ops.h"
+
+#include "core/error.h"
+#include "kernels/schedule.h"
+
+namespace lockstep::kernels::ref {
+
+float weight_at(DType dtype, const void* w, int64_t K, int64_t n, int64_t k) {
+  const int64_t i = n * K + k;
+  switch (dtype) {
+    case DType::F32:
+      return static_cast<const float*>(w)[i];
+    case DType::BF16:
+      return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
+    case DType::F16:
+      return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
+    default:
+      fail("linear: weight dtype ", dtype_name(dtype), " is not supported (expected F32, BF16 or F16)");
+  }
+}
+
+void linear_cols(const float* x, int64_t M, DType dtype, const void* w, int64_t K, int64_t n0,
+                 int64_t n1, float* y, int64_t N) {
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
+    fail("linear: weight dtype ", dtype_name(dtype), " is not supported (expected F32, BF16 or F16)");
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * K;
+    for (int64_t n = n0; n < n1; ++n)
+      y[m * N + n] = scheduled_dot(
+          K, [&](int64_t k) { return xr[k]; },
+          [&](int64_t k) { return weight_at(dtype, w, K, n, k); });
+  }
+}
+
+float dot(const float* a, const float* b, int64_t K) {
+  return scheduled_dot(K, [&](int64_t k) { return a[k]; }, [&](int64_t k) { return b[k]; });
+}
+
+}  // namespace lockstep::kernels::ref
