@@ -1,0 +1,51 @@
+// A (pre-norm) self-attention block shared by the model families: projections, optional q/k norm,
+// RoPE, KV write, attention over the paged cache, optional sigmoid output gate, output projection.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+#include "kernels/rope_table.h"
+#include "models/config.h"
+#include "models/kv_pool.h"
+
+namespace lockstep {
+
+// The rows of one forward call as attention sees them.
+struct BatchRows {
+  std::vector<int64_t> positions;                 // absolute position of each row
+  std::vector<kernels::AttentionRow> attn;        // per row: block table and key count
+  std::vector<const std::vector<int32_t>*> blocks;  // per row: its sequence's block table
+  std::vector<float> cos_sin;                     // [rows][rotary_dim]
+};
+
+struct AttentionWeights {
+  kernels::Weight q, k, v, o;
+  std::vector<float> q_bias, k_bias, v_bias, o_bias;  // empty when absent
+  std::vector<float> q_norm, k_norm;                  // empty when the family has no q/k norm
+  bool gated = false;  // q_proj yields [query | gate] per head; output *= sigmoid(gate)
+};
+
+// Loads self_attn.* under `prefix` (e.g. "model.layers.3.self_attn.").
+AttentionWeights load_attention(const Checkpoint& ckpt, const ModelConfig& c,
+                                const std::string& prefix);
+
+// out[T][hidden] = attention block applied to normed input h[T][hidden]; writes this call's keys
+// and values into layer `kv_layer` of the pool first.
+void attention_forward(const AttentionWeights& w, const ModelConfig& c, const float* h, int64_t T,
+                       const BatchRows& rows, KvPool& pool, int64_t kv_layer, float* out,
+                       ThreadPool& threads);
+
+struct MlpWeights {
+  kernels::Weight gate, up, down;
+  std::vector<float> gate_bias, up_bias, down_bias;
+};
+MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::string& prefix);
+// out[T][hidden] = down(silu(gate(h)) * up(h)).
+void mlp_forward(const MlpWeights& w, const float* h, int64_t T, float* out, ThreadPool& threads);
+
+}  // namespace lockstep

@@ -1,0 +1,101 @@
+// llama / qwen2 / qwen3: embed, then per layer x += attn(norm(x)); x += mlp(norm(x)); final norm,
+// lm_head. The forward reads top to bottom; every op is a kernel from kernels/ops.h.
+#include "models/dense.h"
+
+#include "core/error.h"
+#include "models/attention_layer.h"
+#include "models/forward_common.h"
+#include "models/rope_freqs.h"
+#include "models/weights.h"
+
+namespace lockstep {
+
+namespace {
+
+struct DenseLayer {
+  std::vector<float> input_norm, post_attention_norm;
+  AttentionWeights attn;
+  MlpWeights mlp;
+};
+
+class DenseModel final : public Model {
+ public:
+  DenseModel(const ModelConfig& c, const std::string& dir, const ModelOptions& o)
+      : config_(c),
+        ckpt_(Checkpoint::open(dir)),
+        threads_(o.pool ? o.pool : &ThreadPool::global()),
+        kv_(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.kv_block_tokens,
+            o.kv_capacity_tokens),
+        rope_(make_rope_table(c)) {
+    const Checkpoint& w = *ckpt_;
+    const std::string& p = c.weight_prefix;
+    const int64_t H = c.hidden_size;
+    embed_ = matrix(w, p + "embed_tokens.weight", c.vocab_size, H);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string lp = p + "layers." + std::to_string(l) + ".";
+      DenseLayer layer;
+      layer.input_norm = vector_f32(w, lp + "input_layernorm.weight", H);
+      layer.post_attention_norm = vector_f32(w, lp + "post_attention_layernorm.weight", H);
+      layer.attn = load_attention(w, c, lp + "self_attn.");
+      layer.mlp = load_mlp(w, c, lp + "mlp.");
+      layers_.push_back(std::move(layer));
+    }
+    final_norm_ = vector_f32(w, p + "norm.weight", H);
+    lm_head_ = c.tie_word_embeddings && !w.has("lm_head.weight")
+                   ? embed_
+                   : matrix(w, "lm_head.weight", c.vocab_size, H);
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  const KvPool& kv_pool() const override { return kv_; }
+
+  std::unique_ptr<SequenceState> new_sequence() override {
+    return std::make_unique<SequenceState>(&kv_);
+  }
+
+  void truncate(SequenceState& seq, int64_t length) override {
+    if (length < 0 || length > seq.length)
+      fail("truncate: length ", length, " outside [0, ", seq.length, "]");
+    seq.length = length;
+    kv_.shrink(seq.kv_blocks, length);
+  }
+
+  ForwardResult forward(std::span<const ForwardItem> items) override {
+    const ModelConfig& c = config_;
+    const int64_t H = c.hidden_size;
+    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings);
+    const int64_t T = static_cast<int64_t>(b.tokens.size());
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    std::vector<float> x(T * H), h(T * H), delta(T * H);
+    kernels::embedding(embed_, b.tokens, x.data());
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const DenseLayer& L = layers_[l];
+      kernels::rms_norm(x.data(), T, H, L.input_norm.data(), eps, false, h.data());
+      attention_forward(L.attn, c, h.data(), T, b.rows, kv_, l, delta.data(), *threads_);
+      for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
+      kernels::rms_norm(x.data(), T, H, L.post_attention_norm.data(), eps, false, h.data());
+      mlp_forward(L.mlp, h.data(), T, delta.data(), *threads_);
+      for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
+    }
+    return finish_forward(items, b, x, H, {&final_norm_, lm_head_, eps, false}, *threads_);
+  }
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<Checkpoint> ckpt_;
+  ThreadPool* threads_;
+  KvPool kv_;
+  kernels::RopeTable rope_;
+  kernels::Weight embed_, lm_head_;
+  std::vector<DenseLayer> layers_;
+  std::vector<float> final_norm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_dense_model(const ModelConfig& config, const std::string& dir,
+                                        const ModelOptions& options) {
+  return std::make_unique<DenseModel>(config, dir, options);
+}
+
+}  // namespace lockstep

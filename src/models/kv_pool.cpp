@@ -1,0 +1,75 @@
+#include "models/kv_pool.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace lockstep {
+
+KvPool::KvPool(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t block_tokens,
+               int64_t capacity_tokens)
+    : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim),
+      block_tokens_(block_tokens) {
+  if (block_tokens <= 0) fail("KV block size must be positive, got ", block_tokens);
+  n_blocks_ = std::max<int64_t>(1, (capacity_tokens + block_tokens - 1) / block_tokens);
+  layer_floats_ = static_cast<size_t>(n_blocks_ * block_tokens * n_kv_heads * head_dim);
+  map_bytes_ = std::max<size_t>(1, layer_floats_ * 2 * n_layers * sizeof(float));
+  void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+                 MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) fail("cannot reserve ", map_bytes_, " bytes for the KV cache");
+  base_ = static_cast<float*>(p);
+  // Hand out low block ids first so touched memory stays compact.
+  for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+KvPool::~KvPool() {
+  if (base_) munmap(base_, map_bytes_);
+}
+
+int64_t KvPool::bytes_per_token() const {
+  return 2 * n_layers_ * n_kv_heads_ * head_dim_ * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t KvPool::bytes_in_use() const {
+  return (n_blocks_ - free_blocks()) * block_tokens_ * bytes_per_token();
+}
+
+void KvPool::reserve(std::vector<int32_t>& blocks, int64_t tokens) {
+  const int64_t need = (tokens + block_tokens_ - 1) / block_tokens_;
+  const int64_t more = need - static_cast<int64_t>(blocks.size());
+  if (more > free_blocks())
+    fail("KV cache is full: ", tokens, " positions need ", more, " more blocks of ",
+         block_tokens_, " tokens, ", free_blocks(), " free of ", n_blocks_,
+         " (raise --ctx-size)");
+  for (int64_t i = 0; i < more; ++i) {
+    blocks.push_back(free_.back());
+    free_.pop_back();
+  }
+}
+
+void KvPool::shrink(std::vector<int32_t>& blocks, int64_t tokens) {
+  const size_t need = static_cast<size_t>((tokens + block_tokens_ - 1) / block_tokens_);
+  while (blocks.size() > need) {
+    free_.push_back(blocks.back());
+    blocks.pop_back();
+  }
+}
+
+kernels::KvLayerView KvPool::layer(int64_t l) const {
+  const float* k = base_ + 2 * static_cast<size_t>(l) * layer_floats_;
+  return {k, k + layer_floats_, block_tokens_, n_kv_heads_, head_dim_};
+}
+
+float* KvPool::key_slot(int64_t l, const std::vector<int32_t>& blocks, int64_t p) {
+  const int64_t block = blocks[p / block_tokens_];
+  return base_ + 2 * static_cast<size_t>(l) * layer_floats_ +
+         static_cast<size_t>((block * block_tokens_ + p % block_tokens_) * n_kv_heads_ * head_dim_);
+}
+
+float* KvPool::value_slot(int64_t l, const std::vector<int32_t>& blocks, int64_t p) {
+  return key_slot(l, blocks, p) + layer_floats_;
+}
+
+}  // namespace lockstep

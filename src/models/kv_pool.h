@@ -1,0 +1,47 @@
+// The KV cache: one pool of fixed-size blocks shared by every sequence of a model (the scheduler
+// admits requests by free blocks, not by a fixed split per slot). Block b of layer l holds
+// block_tokens positions of keys and of values, each [n_kv_heads][head_dim] float32. The storage
+// is reserved as virtual memory up front and the OS commits pages as blocks are first written,
+// so a large capacity costs nothing until used.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace lockstep {
+
+class KvPool {
+ public:
+  KvPool(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t block_tokens,
+         int64_t capacity_tokens);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  int64_t block_tokens() const { return block_tokens_; }
+  int64_t total_blocks() const { return n_blocks_; }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t bytes_per_token() const;  // keys + values over all layers
+  int64_t bytes_in_use() const;
+
+  // Grows `blocks` so it covers `tokens` positions; throws lockstep::Error when the pool is full.
+  void reserve(std::vector<int32_t>& blocks, int64_t tokens);
+  // Returns the blocks past what `tokens` positions need to the pool.
+  void shrink(std::vector<int32_t>& blocks, int64_t tokens);
+
+  kernels::KvLayerView layer(int64_t l) const;
+  // Where position p of a sequence with this block table stores its key (value) for layer l.
+  float* key_slot(int64_t l, const std::vector<int32_t>& blocks, int64_t p);
+  float* value_slot(int64_t l, const std::vector<int32_t>& blocks, int64_t p);
+
+ private:
+  int64_t n_layers_, n_kv_heads_, head_dim_, block_tokens_, n_blocks_;
+  size_t layer_floats_ = 0;  // floats of one layer's keys (values alike)
+  float* base_ = nullptr;
+  size_t map_bytes_ = 0;
+  std::vector<int32_t> free_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,86 @@
+// The model interface. A model knows nothing about batching policy or speculation: it runs
+// "these tokens for these sequences" and returns logits (and hidden states when asked), and it
+// owns the per-sequence state operations (append, truncate back, fork). Everything above it
+// (decode loop, speculation, scheduler) talks to this interface only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "models/config.h"
+#include "models/kv_pool.h"
+
+namespace lockstep {
+
+// Recurrent state of hybrid models (conv and delta-rule state), opaque to callers.
+class RecurrentState {
+ public:
+  virtual ~RecurrentState() = default;
+  virtual std::unique_ptr<RecurrentState> clone() const = 0;
+  virtual size_t bytes() const = 0;
+};
+
+// What a model keeps for one sequence between calls. Created by Model::new_sequence.
+class SequenceState {
+ public:
+  explicit SequenceState(KvPool* pool) : pool_(pool) {}
+  ~SequenceState() {
+    if (pool_) pool_->shrink(kv_blocks, 0);
+  }
+  SequenceState(const SequenceState&) = delete;
+  SequenceState& operator=(const SequenceState&) = delete;
+
+  int64_t length = 0;                    // tokens consumed so far (next position)
+  std::vector<int32_t> kv_blocks;        // blocks of the model's KvPool
+  std::unique_ptr<RecurrentState> recurrent;
+  // Smallest length truncate() may return to (recurrent models keep per-token states only for
+  // the last forward that asked for them; attention-only models can always go back to 0).
+  int64_t rollback_floor = 0;
+
+ private:
+  KvPool* pool_;
+};
+
+struct ForwardItem {
+  SequenceState* seq = nullptr;
+  std::span<const int32_t> tokens;  // appended at positions seq->length, seq->length + 1, ...
+  enum class Logits { None, Last, All } logits = Logits::Last;
+  // Keep what truncate() needs to return to any length inside this item (verify blocks).
+  bool keep_rollback = false;
+};
+
+struct ForwardResult {
+  int64_t rows = 0;                 // output rows, items in order
+  std::vector<int64_t> first_row;   // per item: its first output row (its count follows)
+  std::vector<float> logits;        // [rows][vocab]
+  std::vector<float> hidden;        // [rows][hidden_size]: final-normed hidden of those rows
+};
+
+struct ModelOptions {
+  int64_t kv_capacity_tokens = 4096;  // over all sequences
+  int64_t kv_block_tokens = 16;
+  ThreadPool* pool = nullptr;         // nullptr: ThreadPool::global()
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual std::unique_ptr<SequenceState> new_sequence() = 0;
+  // Runs every item's tokens; each item must name a different sequence.
+  virtual ForwardResult forward(std::span<const ForwardItem> items) = 0;
+  // Forgets every token past `length` (rollback_floor <= length <= seq.length).
+  virtual void truncate(SequenceState& seq, int64_t length) = 0;
+  virtual const KvPool& kv_pool() const = 0;
+  // Bytes of recurrent state one sequence holds (0 for attention-only models).
+  virtual size_t state_bytes_per_sequence() const { return 0; }
+};
+
+// Loads the checkpoint in `dir` for its model_type (config.json).
+std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options = {});
+
+}  // namespace lockstep
