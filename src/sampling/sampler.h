@@ -1,0 +1,58 @@
+// Choosing a token from one position's logits (../shared/DESIGN.md, "Sampling").
+//
+// The choice at absolute position p is a pure function of (that position's logits, the exact
+// token prefix before p, the parameters, the seed, p). Greedy takes the lowest id among maxima.
+// Random sampling is Gumbel-max: argmax over surviving tokens of logit/T + G(seed, p, id), where G
+// is Gumbel noise from a counter-based generator. No state is carried between positions, so a
+// token drafted and verified at p is chosen exactly as classic decode would choose it at p.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace lockstep {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0: greedy
+  uint64_t seed = 0;
+  int32_t top_k = 0;          // 0: off
+  float top_p = 1.0f;         // 1: off
+  float min_p = 0.0f;         // 0: off
+  float repetition_penalty = 1.0f;  // over prompt and output (Hugging Face semantics)
+  float presence_penalty = 0.0f;    // over output tokens (OpenAI semantics)
+  float frequency_penalty = 0.0f;   // over output tokens
+
+  bool greedy() const { return temperature <= 0.0f; }
+  bool has_penalties() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+  // Throws lockstep::Error naming the parameter when out of range.
+  void validate() const;
+};
+
+// The sequence so far: `tokens` are all tokens before the position being chosen; the first
+// `prompt_len` of them are the prompt.
+struct TokenHistory {
+  std::span<const int32_t> tokens;
+  int64_t prompt_len = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingParams params) : params_(params) { params_.validate(); }
+  const SamplingParams& params() const { return params_; }
+
+  // The token at absolute position `position` (== history.tokens.size()).
+  int32_t choose(std::span<const float> logits, const TokenHistory& history, int64_t position);
+
+ private:
+  SamplingParams params_;
+  std::vector<float> work_;
+  std::vector<int32_t> ids_;
+};
+
+// Uniform (0, 1) from a counter-based hash of (seed, position, id): no sequential state.
+float position_uniform(uint64_t seed, int64_t position, int32_t id);
+
+}  // namespace lockstep
