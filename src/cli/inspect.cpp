@@ -1,0 +1,181 @@
+// `lockstep inspect -m DIR [--json]`: what a checkpoint is and what running it costs in memory:
+// architecture, parameters, bytes by dtype, KV bytes per token and, for hybrid models, the
+// recurrent state per sequence (which is also what one speculation snapshot copies).
+// Needs only config.json and the safetensors files; no tokenizer.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "models/checkpoint_layout.h"
+#include "models/config.h"
+
+namespace lockstep::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct InspectArgs {
+  std::string dir;
+  bool json = false;
+};
+
+// F32 bytes per token of the KV cache for `layers` full-attention layers (K and V).
+int64_t kv_bytes_per_token(const ModelConfig& c, int64_t layers) {
+  return 2 * layers * c.num_key_value_heads * c.head_dim * 4;
+}
+
+// F32 bytes of one linear-attention layer's state: the causal conv keeps the last kernel-1
+// inputs of q, k and v; the delta rule keeps a [value heads, key dim, value dim] matrix.
+int64_t linear_state_bytes(const ModelConfig& c) {
+  const int64_t key_dim = c.linear_num_key_heads * c.linear_key_head_dim;
+  const int64_t value_dim = c.linear_num_value_heads * c.linear_value_head_dim;
+  const int64_t conv = (2 * key_dim + value_dim) * (c.linear_conv_kernel_dim - 1);
+  const int64_t recurrent =
+      c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim;
+  return (conv + recurrent) * 4;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    ++u;
+  }
+  char s[64];
+  std::snprintf(s, sizeof s, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return s;
+}
+
+json inspect(const std::string& dir) {
+  const ModelConfig c = load_model_config(dir);
+  const auto ck = Checkpoint::open(dir);
+
+  int64_t params = 0, mtp_params = 0;
+  for (const auto& name : ck->names()) {
+    const int64_t n = ck->find(name)->numel();
+    params += n;
+    if (name.rfind("mtp.", 0) == 0) mtp_params += n;
+  }
+  json by_dtype = json::object();
+  for (const auto& [dt, bytes] : ck->bytes_by_dtype()) by_dtype[std::string(dtype_name(dt))] = bytes;
+
+  int64_t full = 0, linear = 0;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    (c.layer_kind(i) == LayerKind::FullAttention ? full : linear) += 1;
+  std::string pattern = "all full attention";
+  if (linear > 0) {
+    const int64_t g = std::gcd(full, linear);
+    pattern = std::to_string(linear / g) + " linear : " + std::to_string(full / g) + " full";
+  }
+
+  // Names and shapes the engine will look for; anything missing is worth knowing before a run.
+  json missing = json::array(), mismatched = json::array();
+  for (const auto& t : checkpoint_layout(c, DType::F32)) {
+    if (t.header.name.rfind("mtp.", 0) == 0) continue;  // the MTP head is optional
+    const TensorInfo* found = ck->find(t.header.name);
+    if (found == nullptr) missing.push_back(t.header.name);
+    else if (found->shape != t.header.shape) mismatched.push_back(t.header.name);
+  }
+
+  const bool mtp = mtp_params > 0;
+  json j = {{"dir", dir},
+            {"model_type", c.model_type},
+            {"weight_prefix", c.weight_prefix},
+            {"layers", c.num_hidden_layers},
+            {"hidden_size", c.hidden_size},
+            {"intermediate_size", c.intermediate_size},
+            {"attention_heads", c.num_attention_heads},
+            {"kv_heads", c.num_key_value_heads},
+            {"head_dim", c.head_dim},
+            {"rotary_dim", c.rotary_dim()},
+            {"vocab_size", c.vocab_size},
+            {"tied_embeddings", c.tie_word_embeddings},
+            {"rope_type", c.rope_scaling.type},
+            {"rope_theta", c.rope_theta},
+            {"context_length", c.max_position_embeddings},
+            {"torch_dtype", c.torch_dtype},
+            {"eos_token_ids", c.eos_token_ids},
+            {"bos_token_id", c.bos_token_id},
+            {"layer_pattern", pattern},
+            {"full_attention_layers", full},
+            {"linear_attention_layers", linear},
+            {"mtp_head", mtp},
+            {"mtp_parameters", mtp_params},
+            {"parameters", params},
+            {"tensors", ck->names().size()},
+            {"bytes", ck->total_bytes()},
+            {"bytes_by_dtype", by_dtype},
+            {"kv_bytes_per_token", kv_bytes_per_token(c, full)},
+            {"missing_tensors", missing},
+            {"mismatched_tensors", mismatched}};
+  if (mtp) j["mtp_kv_bytes_per_token"] = kv_bytes_per_token(c, c.mtp_num_hidden_layers);
+  if (linear > 0) {
+    const int64_t state = linear * linear_state_bytes(c);
+    j["recurrent_state_bytes_per_sequence"] = state;
+    // A snapshot (taken before verifying drafts) copies the whole recurrent state.
+    j["snapshot_bytes"] = state;
+  }
+  return j;
+}
+
+void print_table(const json& j) {
+  auto row = [](const char* k, const std::string& v) { std::printf("%-26s %s\n", k, v.c_str()); };
+  auto num = [](const json& v) { return v.dump(); };
+  row("checkpoint", j["dir"].get<std::string>());
+  row("model_type", j["model_type"].get<std::string>());
+  row("layers", num(j["layers"]) + " (" + j["layer_pattern"].get<std::string>() + ")");
+  row("hidden / intermediate", num(j["hidden_size"]) + " / " + num(j["intermediate_size"]));
+  row("heads / kv heads / dim", num(j["attention_heads"]) + " / " + num(j["kv_heads"]) + " / " +
+                                    num(j["head_dim"]) + " (rotary " + num(j["rotary_dim"]) + ")");
+  row("vocab", num(j["vocab_size"]) + (j["tied_embeddings"].get<bool>() ? " (tied)" : ""));
+  row("rope", j["rope_type"].get<std::string>() + ", theta " + num(j["rope_theta"]));
+  row("context length", num(j["context_length"]));
+  row("mtp head", j["mtp_head"].get<bool>()
+                      ? "yes (" + num(j["mtp_parameters"]) + " parameters)"
+                      : "no");
+  char p[64];
+  std::snprintf(p, sizeof p, "%.3f B", j["parameters"].get<double>() / 1e9);
+  row("parameters", num(j["parameters"]) + " (" + p + ")");
+  row("tensors", num(j["tensors"]));
+  row("bytes", num(j["bytes"]) + " (" + human_bytes(j["bytes"].get<double>()) + ")");
+  for (auto it = j["bytes_by_dtype"].begin(); it != j["bytes_by_dtype"].end(); ++it)
+    row(("  " + it.key()).c_str(), num(it.value()) + " (" + human_bytes(it.value().get<double>()) + ")");
+  row("kv bytes per token", num(j["kv_bytes_per_token"]) + " (F32 K and V, " +
+                                num(j["full_attention_layers"]) + " full-attention layers)");
+  if (j.contains("mtp_kv_bytes_per_token"))
+    row("mtp kv bytes per token", num(j["mtp_kv_bytes_per_token"]));
+  if (j.contains("recurrent_state_bytes_per_sequence")) {
+    row("state bytes per sequence", num(j["recurrent_state_bytes_per_sequence"]) + " (" +
+                                        human_bytes(j["recurrent_state_bytes_per_sequence"].get<double>()) +
+                                        ", F32 conv + delta-rule state)");
+    row("snapshot bytes", num(j["snapshot_bytes"]));
+  }
+  if (!j["missing_tensors"].empty())
+    row("MISSING tensors", std::to_string(j["missing_tensors"].size()) + ", first: " +
+                               j["missing_tensors"][0].get<std::string>());
+  if (!j["mismatched_tensors"].empty())
+    row("WRONG-SHAPE tensors", std::to_string(j["mismatched_tensors"].size()) + ", first: " +
+                                   j["mismatched_tensors"][0].get<std::string>());
+}
+
+const Command kInspect("inspect", "Describe a checkpoint: architecture, sizes, memory per token",
+                       [](CLI::App& sub) -> std::function<int()> {
+                         auto a = std::make_shared<InspectArgs>();
+                         sub.add_option("-m,--model", a->dir, "Checkpoint directory")->required();
+                         sub.add_flag("--json", a->json, "Print JSON instead of a table");
+                         return [a] {
+                           const json j = inspect(a->dir);
+                           if (a->json) std::printf("%s\n", j.dump(2).c_str());
+                           else print_table(j);
+                           return 0;
+                         };
+                       });
+
+}  // namespace
+}  // namespace lockstep::cli

@@ -1,0 +1,106 @@
+// Tensor names and shapes per architecture, from transformers' modeling files (Llama, Qwen2,
+// Qwen3, Qwen3-Next, Qwen3.5). Shapes are [out_features, in_features] for linear weights.
+#include "models/checkpoint_layout.h"
+
+namespace lockstep {
+
+namespace {
+
+class Layout {
+ public:
+  Layout(DType dtype, std::vector<LayoutTensor>* out) : dtype_(dtype), out_(out) {}
+  void add(const std::string& name, std::vector<int64_t> shape, TensorRole role) {
+    out_->push_back({{name, dtype_, std::move(shape)}, role});
+  }
+  void linear(const std::string& name, int64_t out, int64_t in, bool bias) {
+    add(name + ".weight", {out, in}, TensorRole::Weight);
+    if (bias) add(name + ".bias", {out}, TensorRole::Bias);
+  }
+
+ private:
+  DType dtype_;
+  std::vector<LayoutTensor>* out_;
+};
+
+// Norm role for the decoder's RMSNorms: Qwen3.5 / Qwen3-Next compute x * (1 + w).
+TensorRole norm_role(const ModelConfig& c) {
+  return c.zero_centered_norm ? TensorRole::NormZero : TensorRole::NormOne;
+}
+
+void attention(Layout& l, const ModelConfig& c, const std::string& p) {
+  const int64_t h = c.hidden_size, hd = c.head_dim;
+  const bool b = c.attention_bias;
+  // Gated attention: q_proj yields a query and a gate per head, so twice the rows.
+  l.linear(p + "q_proj", c.num_attention_heads * hd * (c.attn_output_gate ? 2 : 1), h, b);
+  l.linear(p + "k_proj", c.num_key_value_heads * hd, h, b);
+  l.linear(p + "v_proj", c.num_key_value_heads * hd, h, b);
+  // Qwen2 has biases on q/k/v only; Llama, Qwen3 and the hybrids put attention_bias on o_proj too.
+  l.linear(p + "o_proj", h, c.num_attention_heads * hd, b && c.model_type != "qwen2");
+  if (c.qk_norm) {
+    l.add(p + "q_norm.weight", {hd}, norm_role(c));
+    l.add(p + "k_norm.weight", {hd}, norm_role(c));
+  }
+}
+
+void gated_deltanet(Layout& l, const ModelConfig& c, const std::string& p) {
+  const int64_t h = c.hidden_size;
+  const int64_t key_dim = c.linear_num_key_heads * c.linear_key_head_dim;
+  const int64_t value_dim = c.linear_num_value_heads * c.linear_value_head_dim;
+  const int64_t nv = c.linear_num_value_heads;
+  const int64_t conv_dim = 2 * key_dim + value_dim;
+  if (c.model_type == "qwen3_next") {
+    // Qwen3-Next fuses the projections (rows grouped per key head, see its modeling file).
+    l.linear(p + "in_proj_qkvz", 2 * key_dim + 2 * value_dim, h, false);
+    l.linear(p + "in_proj_ba", 2 * nv, h, false);
+  } else {
+    l.linear(p + "in_proj_qkv", conv_dim, h, false);
+    l.linear(p + "in_proj_z", value_dim, h, false);
+    l.linear(p + "in_proj_b", nv, h, false);
+    l.linear(p + "in_proj_a", nv, h, false);
+  }
+  l.add(p + "conv1d.weight", {conv_dim, 1, c.linear_conv_kernel_dim}, TensorRole::Conv);
+  l.add(p + "dt_bias", {nv}, TensorRole::DtBias);
+  l.add(p + "A_log", {nv}, TensorRole::ALog);
+  // The gated output norm is a plain (not zero-centred) RMSNorm over one value head.
+  l.add(p + "norm.weight", {c.linear_value_head_dim}, TensorRole::NormOne);
+  l.linear(p + "out_proj", h, value_dim, false);
+}
+
+void mlp(Layout& l, const ModelConfig& c, const std::string& p) {
+  l.linear(p + "gate_proj", c.intermediate_size, c.hidden_size, c.mlp_bias);
+  l.linear(p + "up_proj", c.intermediate_size, c.hidden_size, c.mlp_bias);
+  l.linear(p + "down_proj", c.hidden_size, c.intermediate_size, c.mlp_bias);
+}
+
+void decoder_layer(Layout& l, const ModelConfig& c, const std::string& p, LayerKind kind) {
+  l.add(p + "input_layernorm.weight", {c.hidden_size}, norm_role(c));
+  if (kind == LayerKind::FullAttention) attention(l, c, p + "self_attn.");
+  else gated_deltanet(l, c, p + "linear_attn.");
+  l.add(p + "post_attention_layernorm.weight", {c.hidden_size}, norm_role(c));
+  mlp(l, c, p + "mlp.");
+}
+
+}  // namespace
+
+std::vector<LayoutTensor> checkpoint_layout(const ModelConfig& c, DType dtype) {
+  std::vector<LayoutTensor> out;
+  Layout l(dtype, &out);
+  const std::string& p = c.weight_prefix;
+  l.add(p + "embed_tokens.weight", {c.vocab_size, c.hidden_size}, TensorRole::Weight);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    decoder_layer(l, c, p + "layers." + std::to_string(i) + ".", c.layer_kind(i));
+  l.add(p + "norm.weight", {c.hidden_size}, norm_role(c));
+  if (!c.tie_word_embeddings) l.linear("lm_head", c.vocab_size, c.hidden_size, false);
+  // MTP head: fc over [norm(embed), norm(hidden)], then full-attention decoder layers.
+  if (c.mtp_num_hidden_layers > 0) {
+    l.add("mtp.pre_fc_norm_embedding.weight", {c.hidden_size}, norm_role(c));
+    l.add("mtp.pre_fc_norm_hidden.weight", {c.hidden_size}, norm_role(c));
+    l.linear("mtp.fc", c.hidden_size, 2 * c.hidden_size, false);
+    for (int64_t i = 0; i < c.mtp_num_hidden_layers; ++i)
+      decoder_layer(l, c, "mtp.layers." + std::to_string(i) + ".", LayerKind::FullAttention);
+    l.add("mtp.norm.weight", {c.hidden_size}, norm_role(c));
+  }
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,278 @@
+// make-random: preset configs (shapes of the released Hugging Face models) and streaming writing
+// of random weights.
+#include "models/random_checkpoint.h"
+
+#include <chrono>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "models/checkpoint_layout.h"
+#include "models/config.h"
+
+namespace lockstep {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Dense {
+  const char* model_type;
+  const char* architecture;
+  int64_t vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, max_pos;
+  double theta, eps;
+  bool tied;
+  int64_t bos, eos;
+};
+
+json dense_config(const Dense& d) {
+  return {{"architectures", {d.architecture}},
+          {"model_type", d.model_type},
+          {"vocab_size", d.vocab},
+          {"hidden_size", d.hidden},
+          {"intermediate_size", d.intermediate},
+          {"num_hidden_layers", d.layers},
+          {"num_attention_heads", d.heads},
+          {"num_key_value_heads", d.kv_heads},
+          {"head_dim", d.head_dim},
+          {"max_position_embeddings", d.max_pos},
+          {"rope_theta", d.theta},
+          {"rope_scaling", nullptr},
+          {"rms_norm_eps", d.eps},
+          {"hidden_act", "silu"},
+          {"attention_bias", false},
+          {"tie_word_embeddings", d.tied},
+          {"bos_token_id", d.bos},
+          {"eos_token_id", d.eos}};
+}
+
+struct Hybrid {
+  int64_t vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, max_pos;
+  int64_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, interval;
+  double theta;
+  int64_t eos;
+};
+
+// Qwen3.5 text config, flat (model_type qwen3_5_text, weights under "model.").
+json hybrid_config(const Hybrid& h) {
+  json layer_types = json::array();
+  for (int64_t i = 0; i < h.layers; ++i)
+    layer_types.push_back((i + 1) % h.interval == 0 ? "full_attention" : "linear_attention");
+  return {{"architectures", {"Qwen3_5ForCausalLM"}},
+          {"model_type", "qwen3_5_text"},
+          {"vocab_size", h.vocab},
+          {"hidden_size", h.hidden},
+          {"intermediate_size", h.intermediate},
+          {"num_hidden_layers", h.layers},
+          {"num_attention_heads", h.heads},
+          {"num_key_value_heads", h.kv_heads},
+          {"head_dim", h.head_dim},
+          {"max_position_embeddings", h.max_pos},
+          {"rms_norm_eps", 1e-6},
+          {"hidden_act", "silu"},
+          {"attention_bias", false},
+          {"attn_output_gate", true},
+          {"tie_word_embeddings", true},
+          {"full_attention_interval", h.interval},
+          {"layer_types", layer_types},
+          {"linear_conv_kernel_dim", 4},
+          {"linear_num_key_heads", h.lin_k_heads},
+          {"linear_num_value_heads", h.lin_v_heads},
+          {"linear_key_head_dim", h.lin_k_dim},
+          {"linear_value_head_dim", h.lin_v_dim},
+          {"mtp_num_hidden_layers", 1},
+          {"rope_parameters",
+           {{"rope_type", "default"},
+            {"rope_theta", h.theta},
+            {"partial_rotary_factor", 0.25},
+            {"mrope_section", {11, 11, 10}},
+            {"mrope_interleaved", true}}},
+          {"eos_token_id", h.eos}};
+}
+
+json preset(const std::string& like) {
+  if (like == "qwen3-0.6b")
+    return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 40960,
+                         1e6, 1e-6, true, 151643, 151645});
+  if (like == "qwen3-1.7b")
+    return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 2048, 6144, 28, 16, 8, 128, 40960,
+                         1e6, 1e-6, true, 151643, 151645});
+  if (like == "qwen3-8b")
+    return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 4096, 12288, 36, 32, 8, 128, 40960,
+                         1e6, 1e-6, false, 151643, 151645});
+  if (like == "llama-3.2-1b") {
+    json c = dense_config({"llama", "LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, 131072,
+                           500000.0, 1e-5, true, 128000, 128001});
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 32.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
+    c["mlp_bias"] = false;
+    return c;
+  }
+  if (like == "qwen3.5-0.8b")
+    return hybrid_config({248320, 1024, 3584, 24, 8, 2, 256, 262144, 16, 16, 128, 128, 4, 1e7,
+                          248044});
+  // Test presets: tiny, but every feature of the family switched on.
+  if (like == "tiny-llama") {
+    json c = dense_config({"llama", "LlamaForCausalLM", 512, 64, 128, 2, 4, 2, 16, 2048, 10000.0,
+                           1e-5, false, 1, 2});
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 8.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 256}};
+    return c;
+  }
+  if (like == "tiny-qwen3")  // head_dim 32 differs from hidden / heads = 16 on purpose
+    return dense_config({"qwen3", "Qwen3ForCausalLM", 512, 64, 128, 2, 4, 2, 32, 4096, 1e6, 1e-6,
+                         true, 1, 2});
+  if (like == "tiny-qwen3.5")  // more value heads than key heads, as in the larger Qwen3.5s
+    return hybrid_config({512, 64, 128, 4, 4, 2, 32, 4096, 2, 4, 16, 16, 4, 1e7, 2});
+  std::string names;
+  for (const auto& n : random_checkpoint_presets()) names += (names.empty() ? "" : ", ") + n;
+  fail("--like: unknown preset \"", like, "\" (expected one of ", names, ")");
+}
+
+const char* torch_dtype_name(DType d) {
+  switch (d) {
+    case DType::F32: return "float32";
+    case DType::F16: return "float16";
+    case DType::BF16: return "bfloat16";
+    default: fail("make-random: dtype ", dtype_name(d), " not supported (use bf16, f16 or f32)");
+  }
+}
+
+// SplitMix64 finaliser: a bijective mixer, so (key + index) gives independent-looking streams.
+inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t name_key(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char ch : name) h = (h ^ ch) * 0x100000001b3ull;
+  return mix(seed ^ mix(h));
+}
+
+// One random value for element `i` of a tensor. Normal-ish draws sum four 16-bit uniforms
+// (Irwin-Hall), cheap enough for billions of elements and bounded, so no outliers.
+float draw(TensorRole role, uint64_t key, uint64_t i, int64_t conv_kernel) {
+  const uint64_t r = mix(key + i);
+  auto normalish = [r] {
+    float s = 0.f;
+    for (int k = 0; k < 4; ++k) s += static_cast<float>((r >> (16 * k)) & 0xffff) / 65536.f;
+    return (s - 2.f) * 1.7320508f;  // mean 0, variance 1
+  };
+  const float u = static_cast<float>(r >> 40) / 16777216.f;  // [0, 1)
+  switch (role) {
+    case TensorRole::Weight:
+    case TensorRole::Bias: return 0.02f * normalish();
+    case TensorRole::NormOne: return 1.f + 0.02f * normalish();
+    case TensorRole::NormZero: return 0.02f * normalish();
+    case TensorRole::Conv: return (2.f * u - 1.f) / std::sqrt(static_cast<float>(conv_kernel));
+    case TensorRole::ALog: return std::log(1.f + 15.f * u);
+    case TensorRole::DtBias: return 1.f + 0.02f * normalish();
+  }
+  return 0.f;
+}
+
+void encode(DType d, float v, uint8_t* out) {
+  if (d == DType::F32) {
+    std::memcpy(out, &v, 4);
+  } else {
+    uint16_t h = d == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+    std::memcpy(out, &h, 2);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> random_checkpoint_presets() {
+  return {"qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "llama-3.2-1b", "qwen3.5-0.8b",
+          "tiny-llama", "tiny-qwen3", "tiny-qwen3.5"};
+}
+
+std::string preset_config_json(const std::string& like, DType dtype) {
+  json c = preset(like);
+  c["torch_dtype"] = torch_dtype_name(dtype);
+  return c.dump(2) + "\n";
+}
+
+RandomCheckpointSummary make_random_checkpoint(const RandomCheckpointOptions& o) {
+  namespace fs = std::filesystem;
+  const std::string config_text = preset_config_json(o.like, o.dtype);
+  const fs::path dir(o.out_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(o.out_dir, ": cannot create directory: ", ec.message());
+  // A stale index would shadow the single file we write; refuse rather than delete user files.
+  if (fs::exists(dir / "model.safetensors.index.json"))
+    fail(o.out_dir, ": holds model.safetensors.index.json (a sharded checkpoint); choose an empty "
+         "directory");
+  {
+    std::ofstream out(dir / "config.json");
+    out << config_text;
+    if (!out) fail((dir / "config.json").string(), ": write failed");
+  }
+  const ModelConfig cfg = parse_model_config(config_text, (dir / "config.json").string());
+  const std::vector<LayoutTensor> layout = checkpoint_layout(cfg, o.dtype);
+
+  std::vector<TensorHeader> headers;
+  RandomCheckpointSummary sum;
+  for (const auto& t : layout) {
+    headers.push_back(t.header);
+    int64_t n = 1;
+    for (int64_t d : t.header.shape) n *= d;
+    sum.parameters += n;
+    sum.bytes += static_cast<size_t>(n) * dtype_size(o.dtype);
+  }
+  sum.tensors = layout.size();
+
+  const std::string path = (dir / "model.safetensors").string();
+  SafetensorsWriter writer(path, headers, {{"format", "pt"}, {"lockstep_make_random", o.like}});
+  ThreadPool pool(o.threads);
+  const size_t esize = dtype_size(o.dtype);
+  constexpr int64_t kChunk = 1 << 22;  // elements per write: bounded memory for any model size
+  std::vector<uint8_t> buf(static_cast<size_t>(kChunk) * esize);
+  const bool show = o.progress && sum.bytes >= (size_t{256} << 20);
+  const auto start = std::chrono::steady_clock::now();
+  size_t done = 0;
+  int next_pct = 10;
+  for (const auto& t : layout) {
+    const uint64_t key = name_key(o.seed, t.header.name);
+    int64_t n = 1;
+    for (int64_t d : t.header.shape) n *= d;
+    for (int64_t base = 0; base < n; base += kChunk) {
+      const int64_t len = std::min(kChunk, n - base);
+      pool.parallel_for(len, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          encode(o.dtype, draw(t.role, key, static_cast<uint64_t>(base + i),
+                               cfg.linear_conv_kernel_dim),
+                 buf.data() + static_cast<size_t>(i) * esize);
+      }, 4096);
+      writer.write(buf.data(), static_cast<size_t>(len) * esize);
+      done += static_cast<size_t>(len) * esize;
+      if (show && done * 100 >= static_cast<size_t>(next_pct) * sum.bytes) {
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::fprintf(stderr, "make-random: %3d%%  %.2f / %.2f GB  %.1f s\n",
+                     static_cast<int>(done * 100 / sum.bytes), done / 1e9, sum.bytes / 1e9, secs);
+        while (next_pct <= static_cast<int>(done * 100 / sum.bytes)) next_pct += 10;
+      }
+    }
+  }
+  writer.finish();
+  return sum;
+}
+
+}  // namespace lockstep

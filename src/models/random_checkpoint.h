@@ -1,0 +1,41 @@
+// Random checkpoints with real architectures' shapes (`lockstep make-random`), so speed can be
+// measured at real sizes and tests can run without downloading anything. Values are drawn from a
+// counter-based generator keyed by (seed, tensor name, element index): the same seed gives the
+// same bytes whatever the chunking or thread count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace lockstep {
+
+// Names accepted by --like: qwen3-0.6b, qwen3-1.7b, qwen3-8b, llama-3.2-1b, qwen3.5-0.8b,
+// tiny-llama, tiny-qwen3, tiny-qwen3.5.
+std::vector<std::string> random_checkpoint_presets();
+
+// The config.json text of a preset (torch_dtype set from `dtype`); an Error for unknown names.
+std::string preset_config_json(const std::string& like, DType dtype);
+
+struct RandomCheckpointOptions {
+  std::string like;
+  std::string out_dir;
+  DType dtype = DType::BF16;
+  uint64_t seed = 0;
+  int threads = 0;        // 0: all available cores
+  bool progress = true;   // progress lines on stderr for large checkpoints
+};
+
+struct RandomCheckpointSummary {
+  size_t tensors = 0;
+  int64_t parameters = 0;
+  size_t bytes = 0;
+};
+
+// Writes <out_dir>/config.json and <out_dir>/model.safetensors (created if needed), streaming
+// the data in chunks so memory stays small however large the model.
+RandomCheckpointSummary make_random_checkpoint(const RandomCheckpointOptions& options);
+
+}  // namespace lockstep
