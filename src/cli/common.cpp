@@ -1,0 +1,77 @@
+#include "cli/common.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "tokenizer/tokenizer.h"
+
+#ifndef LOCKSTEP_DEFAULT_MODEL_DIR
+#define LOCKSTEP_DEFAULT_MODEL_DIR ""
+#endif
+
+namespace lockstep::cli {
+
+void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required) {
+  auto* opt = app.add_option("-m,--model", flags.dir,
+                             "Model directory (Hugging Face layout: config.json, *.safetensors, "
+                             "tokenizer.json)");
+  if (model_required) opt->required();
+  app.add_option("--threads", flags.threads, "CPU threads (default: all cores); never changes output")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--ctx-size", flags.ctx_size,
+                 "KV cache capacity in tokens (default: min(model context, 4096))")
+      ->check(CLI::NonNegativeNumber);
+}
+
+std::string resolve_model_dir(const ModelFlags& flags) {
+  if (!flags.dir.empty()) return flags.dir;
+  if (const char* env = std::getenv("LOCKSTEP_MODEL"); env && *env) return env;
+  const std::string builtin = LOCKSTEP_DEFAULT_MODEL_DIR;
+  if (!builtin.empty() && std::filesystem::exists(builtin + "/config.json")) return builtin;
+  fail("no model given: pass -m DIR (a Hugging Face checkpoint directory)");
+}
+
+std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t needed_tokens) {
+  ThreadPool::set_default_threads(flags.threads);
+  const std::string dir = resolve_model_dir(flags);
+  const ModelConfig config = load_model_config(dir);
+  ModelOptions options;
+  int64_t ctx = flags.ctx_size;
+  if (ctx == 0) {
+    ctx = 4096;
+    if (config.max_position_embeddings > 0) ctx = std::min(ctx, config.max_position_embeddings);
+    ctx = std::max(ctx, needed_tokens);
+  }
+  options.kv_capacity_tokens = ctx;
+  return load_model(dir, options);
+}
+
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    std::string item = text.substr(i, j - i);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) fail(flag, ": empty element in id list \"", text, "\"");
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > INT32_MAX)
+      fail(flag, ": \"", item, "\" is not a token id (expected a non-negative integer)");
+    ids.push_back(static_cast<int32_t>(v));
+    i = j + 1;
+  }
+  if (ids.empty()) fail(flag, ": no ids given");
+  return ids;
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& dir) {
+  if (!has_tokenizer(dir)) return nullptr;
+  return Tokenizer::load(dir);
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,40 @@
+// Helpers shared by the subcommands: model loading with the common flags, id lists, tokenizer
+// access, the default (shipped) model location.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+
+namespace lockstep {
+class Tokenizer;
+}
+
+namespace lockstep::cli {
+
+struct ModelFlags {
+  std::string dir;
+  int threads = 0;         // 0: all available cores
+  int64_t ctx_size = 0;    // 0: min(model context, 4096)
+};
+
+// Adds -m/--model, --threads, --ctx-size. When the model is optional, -m defaults to the
+// shipped model (models/ next to the binary's source tree, or $LOCKSTEP_MODEL).
+void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required);
+
+// The directory -m resolved to (the shipped default when -m was not given).
+std::string resolve_model_dir(const ModelFlags& flags);
+
+// Sets the global thread pool size from --threads and loads the model.
+std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t needed_tokens = 0);
+
+// Parses "1,2,3" (spaces allowed); errors name the flag and the bad element.
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
+
+// The tokenizer of `dir`, or nullptr when it has no tokenizer.json.
+std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& dir);
+
+}  // namespace lockstep::cli
