@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Make lockstep's reference-parity fixtures with Hugging Face transformers.
+
+For each fixture: build a tiny randomly initialised model (fixed seed; every
+norm weight and bias perturbed away from its trivial value), save it with
+`save_pretrained` (so names and layout are exactly transformers'), reload it
+from disk, and compute float64 reference logits for a fixed id sequence.
+
+  python3 tools/reference/make_fixtures.py --out DIR [--only NAME,NAME]
+
+Writes DIR/<name>/{config.json, model.safetensors, generation_config.json (if
+transformers writes one), reference.json[, mtp_reference.json]}. See README.md.
+CPU only; float64; takes about a minute.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+import transformers
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mtp_reference  # noqa: E402
+from common import (  # noqa: E402
+    Float64Everywhere,
+    read_json,
+    rebuild_rotary_float64,
+    round9,
+    text_parts,
+    versions,
+    write_json,
+)
+
+VOCAB = 257  # > 256 and odd: exercises id 256 and an N tail in the lm_head
+IDS = [1, 17, 256, 42, 42, 7, 128, 3, 17, 99, 200, 42, 5, 0, 255, 17, 64, 64, 64, 31]
+LIN, FULL = "linear_attention", "full_attention"
+
+
+# ----------------------------------------------------------------------------
+# Fixture specifications
+# ----------------------------------------------------------------------------
+
+def _cfg(name, **kw):
+    return getattr(transformers, name)(**kw)
+
+
+def llama_f32():
+    return _cfg("LlamaConfig", vocab_size=VOCAB, hidden_size=56, intermediate_size=120, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=False,
+                attention_bias=False, mlp_bias=False, bos_token_id=1, eos_token_id=2)
+
+
+def llama3rope_f32():
+    # head_dim 12, theta 1e4, original 32: wavelengths 6.3 (kept: < 32/4), 29.2
+    # (smoothed: between 8 and 32) and 135+ (divided by 8): all three regimes.
+    return _cfg("LlamaConfig", vocab_size=VOCAB, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256, rms_norm_eps=1e-5,
+                rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                 "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                 "original_max_position_embeddings": 32},
+                tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+
+
+def qwen2_f32():
+    return _cfg("Qwen2Config", vocab_size=VOCAB, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=True,
+                use_sliding_window=False, bos_token_id=1, eos_token_id=2)
+
+
+def qwen3_cfg():
+    return _cfg("Qwen3Config", vocab_size=VOCAB, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                tie_word_embeddings=True, attention_bias=False, use_sliding_window=False,
+                bos_token_id=1, eos_token_id=2)
+
+
+def yarn_f32():
+    return _cfg("Qwen3Config", vocab_size=VOCAB, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=32,
+                rms_norm_eps=1e-6,
+                rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                 "original_max_position_embeddings": 8},
+                tie_word_embeddings=False, attention_bias=False, use_sliding_window=False,
+                bos_token_id=1, eos_token_id=2)
+
+
+QWEN35_ROPE = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+               "mrope_section": [11, 11, 10], "mrope_interleaved": True}
+
+
+def qwen35_text(layer_types, kd, vd, kh, vh, tied):
+    return _cfg("Qwen3_5TextConfig", vocab_size=VOCAB, hidden_size=40, intermediate_size=56,
+                num_hidden_layers=len(layer_types), layer_types=list(layer_types), num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, linear_key_head_dim=kd, linear_value_head_dim=vd,
+                linear_num_key_heads=kh, linear_num_value_heads=vh, linear_conv_kernel_dim=4,
+                max_position_embeddings=256, rms_norm_eps=1e-6, rope_parameters=dict(QWEN35_ROPE),
+                tie_word_embeddings=tied, bos_token_id=1, eos_token_id=2)
+
+
+def qwen35_f32():
+    return qwen35_text([LIN, LIN, LIN, FULL], kd=12, vd=20, kh=2, vh=4, tied=False)
+
+
+def qwen35_tied_f32():
+    return qwen35_text([LIN, FULL], kd=16, vd=16, kh=2, vh=2, tied=True)
+
+
+def qwen35_wrapped_text():
+    return qwen35_text([LIN, FULL], kd=16, vd=16, kh=2, vh=4, tied=False)
+
+
+VISION = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, in_channels=3, patch_size=2,
+              temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=40, num_position_embeddings=16)
+
+
+def qwen35_wrapped_bf16():
+    return _cfg("Qwen3_5Config", text_config=qwen35_wrapped_text(), vision_config=dict(VISION),
+                tie_word_embeddings=False)
+
+
+def qwen3next_f32():
+    base = dict(vocab_size=VOCAB, hidden_size=40, intermediate_size=56, num_hidden_layers=2,
+                layer_types=[LIN, FULL], num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                linear_key_head_dim=16, linear_value_head_dim=12, linear_num_key_heads=2,
+                linear_num_value_heads=4, linear_conv_kernel_dim=4, max_position_embeddings=256,
+                rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                    "partial_rotary_factor": 0.25},
+                tie_word_embeddings=False, mlp_only_layers=[0, 1], bos_token_id=1, eos_token_id=2)
+    try:
+        return _cfg("Qwen3NextConfig", **base, num_experts=0, num_experts_per_tok=0, decoder_sparse_step=1)
+    except Exception as e:  # noqa: BLE001
+        print("  Qwen3NextConfig rejected num_experts=0 (", e, "); keeping defaults, all layers in mlp_only_layers")
+        return _cfg("Qwen3NextConfig", **base)
+
+
+# name -> (config fn, model class, weights dtype, seed, legacy rope keys in config.json, MTP, extra config keys)
+FIXTURES = {
+    "llama-f32": (llama_f32, "LlamaForCausalLM", "float32", 101, True, False, {}),
+    "llama3rope-f32": (llama3rope_f32, "LlamaForCausalLM", "float32", 102, True, False, {}),
+    "qwen2-f32": (qwen2_f32, "Qwen2ForCausalLM", "float32", 103, True, False, {}),
+    "qwen3-f32": (qwen3_cfg, "Qwen3ForCausalLM", "float32", 104, True, False, {}),
+    "qwen3-bf16": (qwen3_cfg, "Qwen3ForCausalLM", "bfloat16", 104, True, False, {}),
+    "yarn-f32": (yarn_f32, "Qwen3ForCausalLM", "float32", 106, True, False, {}),
+    "qwen35-f32": (qwen35_f32, "Qwen3_5ForCausalLM", "float32", 107, False, True,
+                   {"attn_output_gate": True, "mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": False}),
+    "qwen35-tied-f32": (qwen35_tied_f32, "Qwen3_5ForCausalLM", "float32", 108, False, False,
+                        {"attn_output_gate": True}),
+    "qwen35-wrapped-bf16": (qwen35_wrapped_bf16, "Qwen3_5ForConditionalGeneration", "bfloat16", 109, False, True,
+                            {"attn_output_gate": True, "mtp_num_hidden_layers": 1,
+                             "mtp_use_dedicated_embeddings": False}),
+    "qwen3next-f32": (qwen3next_f32, "Qwen3NextForCausalLM", "float32", 110, True, False, {}),
+}
+
+
+# ----------------------------------------------------------------------------
+# Random weights
+# ----------------------------------------------------------------------------
+
+def init_tensor(name, p, g):
+    """Deterministic non-trivial value for parameter `name` (shape of p)."""
+    shape = tuple(p.shape)
+
+    def rn():
+        return torch.randn(shape, generator=g, dtype=torch.float32)
+
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf == "A_log":  # decay rates A in [0.05, 1): exp(g) spans ~0.25..0.97
+        return torch.log(torch.rand(shape, generator=g) * 0.95 + 0.05)
+    if leaf == "dt_bias":
+        return 0.5 * rn()
+    if leaf == "bias":
+        return 0.3 * rn()
+    if p.dim() == 1:  # a norm weight: zero-centred ones start at 0, standard ones at 1
+        if bool(torch.all(p == 0)):
+            return 0.3 * rn()
+        if bool(torch.all(p == 1)):
+            return 1.0 + 0.3 * rn()
+        raise ValueError(f"unexpected 1-D parameter {name}")
+    if "conv1d" in name:
+        return 0.5 * rn()
+    if "embed_tokens" in name:
+        return rn()
+    if p.dim() == 2:
+        scale = 3.0 if name.startswith("lm_head") else 1.0
+        return scale * rn() / math.sqrt(shape[1])
+    raise ValueError(f"unexpected parameter {name} {shape}")
+
+
+def randomize(module, seed, skip=("model.visual.",), tied=False):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(module.named_parameters(), key=lambda kv: kv[0]):
+            if any(name.startswith(s) for s in skip):
+                continue
+            v = init_tensor(name, p, g)
+            if tied and "embed_tokens" in name:
+                v = v * 0.4  # else each token's own logit (|e|^2) dominates the tied lm_head
+            p.copy_(v)
+
+
+# ----------------------------------------------------------------------------
+# config.json rewriting
+# ----------------------------------------------------------------------------
+
+def to_legacy_rope(cfg):
+    """transformers 5 writes `rope_parameters`; most hub checkpoints (Llama 3,
+    Qwen2.5, Qwen3, Qwen3-Next) carry the older top-level `rope_theta`,
+    `partial_rotary_factor` and `rope_scaling`. Rewrite to that older form."""
+    rp = cfg.pop("rope_parameters", None)
+    if not rp:
+        return cfg
+    rp = dict(rp)
+    cfg["rope_theta"] = rp.pop("rope_theta")
+    prf = rp.pop("partial_rotary_factor", None)
+    if prf is not None and prf != 1.0:
+        cfg["partial_rotary_factor"] = prf
+    cfg["rope_scaling"] = None if rp.get("rope_type", "default") == "default" else rp
+    return cfg
+
+
+def edit_config(path, legacy, extra):
+    cfg = read_json(path)
+    target = cfg["text_config"] if "text_config" in cfg else cfg
+    if legacy:
+        to_legacy_rope(target)
+    target.update(extra)
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+# ----------------------------------------------------------------------------
+# Reference computation
+# ----------------------------------------------------------------------------
+
+def logits_whole(model, ids):
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([ids]), use_cache=False).logits[0]
+
+
+def logits_incremental(model, ids):
+    rows, cache = [], None
+    with torch.no_grad():
+        for t in range(len(ids)):
+            out = model(input_ids=torch.tensor([[ids[t]]]), past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            rows.append(out.logits[0, -1])
+    return torch.stack(rows)
+
+
+def load(cls, d, dtype):
+    model, info = getattr(transformers, cls).from_pretrained(
+        d, dtype=dtype, attn_implementation="eager", output_loading_info=True)
+    return model.eval(), info
+
+
+def describe_safetensors(path):
+    rows = []
+    with safe_open(path, framework="pt") as f:
+        for k in sorted(f.keys()):
+            t = f.get_tensor(k)
+            rows.append(f"    {k} {str(t.dtype).replace('torch.', '')} {list(t.shape)}")
+    return "\n".join(rows)
+
+
+def make_fixture(name, outroot):
+    cfg_fn, cls, wdtype, seed, legacy, has_mtp, extra = FIXTURES[name]
+    d = os.path.join(outroot, name)
+    shutil.rmtree(d, ignore_errors=True)
+    t0 = time.time()
+    torch.manual_seed(seed)
+    config = cfg_fn()
+    model = getattr(transformers, cls)(config).eval()
+    mtp_tensors = {}
+    if has_mtp:  # copies of freshly initialised modules, so norms still read 0 (zero-centred)
+        mtp = mtp_reference.build_mtp(model)
+        randomize(mtp, seed + 1000)
+    randomize(model, seed, tied=bool(config.get_text_config().tie_word_embeddings))
+    if wdtype == "bfloat16":
+        model = model.to(torch.bfloat16)
+        if has_mtp:
+            mtp = mtp.to(torch.bfloat16)
+    if has_mtp:
+        mtp_tensors = {"mtp." + k: v.detach().clone().contiguous() for k, v in mtp.state_dict().items()}
+    model.save_pretrained(d)
+    st = os.path.join(d, "model.safetensors")
+    if not os.path.exists(st):
+        raise RuntimeError(f"save_pretrained did not write a single model.safetensors: {os.listdir(d)}")
+    if mtp_tensors:
+        tensors = load_file(st)
+        tensors.update(mtp_tensors)
+        save_file(tensors, st, metadata={"format": "pt"})
+
+    # Logits from the checkpoint exactly as save_pretrained wrote it.
+    m0, _ = load(cls, d, torch.float32)
+    before = logits_whole(m0.to(torch.float64), IDS)
+    del m0
+
+    # Rewrite config.json (older rope keys / real-checkpoint keys), reload from
+    # disk, and keep the rewrite only if transformers reads it identically.
+    cfg_path = os.path.join(d, "config.json")
+    original_cfg = open(cfg_path).read()
+    edit_config(cfg_path, legacy, extra)
+    config_note = ("legacy rope keys (rope_theta/partial_rotary_factor/rope_scaling)" if legacy
+                   else "transformers 5 rope_parameters")
+    try:
+        m64, info = load(cls, d, torch.float32)
+        m64 = m64.to(torch.float64)
+        after = logits_whole(m64, IDS)
+        if not torch.equal(before, after):
+            raise RuntimeError(f"edited config changes the logits by {(before - after).abs().max().item()}")
+    except Exception as e:  # noqa: BLE001
+        print(f"  config edit rejected ({e}); keeping transformers' own config.json")
+        with open(cfg_path, "w") as f:
+            f.write(original_cfg)
+        config_note = "as written by save_pretrained (edit rejected)"
+        m64, info = load(cls, d, torch.float32)
+        m64 = m64.to(torch.float64)
+        after = logits_whole(m64, IDS)
+    tied = bool(getattr(m64.config.get_text_config(), "tie_word_embeddings", False))
+    info = dict(info)
+    info["missing_keys"] = [k for k in info.get("missing_keys") or [] if not (tied and k.endswith("lm_head.weight"))]
+    bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "mismatched_keys", "error_msgs")}
+    if bad:
+        raise RuntimeError(f"reload problems: {bad}")
+    if info.get("unexpected_keys"):
+        print("  unexpected keys on reload (ignored by transformers):", sorted(info["unexpected_keys"])[:6], "...")
+
+    # (1) transformers as is, model in float64 (it keeps some float32 islands).
+    tf64 = after
+    tf64_inc = logits_incremental(m64, IDS)
+    # (2) the same code with every float32 cast promoted to float64.
+    rot_change = rebuild_rotary_float64(m64)
+    with Float64Everywhere():
+        strict = logits_whole(m64, IDS)
+        strict_inc = logits_incremental(m64, IDS)
+    # (3) float32 activations, for scale: what an F32 engine's error looks like.
+    m32, _ = load(cls, d, torch.float32)
+    f32 = logits_whole(m32, IDS).double()
+    del m32
+
+    scale = strict.abs().max().item()
+    checks = {
+        "max_abs_logit": scale,
+        "incremental_vs_whole_f64": (tf64_inc - tf64).abs().max().item() / scale,
+        "incremental_vs_whole_strict": (strict_inc - strict).abs().max().item() / scale,
+        "transformers_f64_vs_strict": (tf64 - strict).abs().max().item() / scale,
+        "transformers_f32_vs_reference": (f32 - strict).abs().max().item() / scale,
+        "rotary_inv_freq_float32_rel_error": rot_change,
+    }
+    use_strict = checks["transformers_f64_vs_strict"] < 1e-5
+    ref_logits = strict if use_strict else tf64
+    tv, pv = versions()
+    ref = {
+        "model": name,
+        "weights_dtype": wdtype,
+        "ids": IDS,
+        "logits": round9(ref_logits),
+        "transformers": tv,
+        "torch": pv,
+        "architecture": cls,
+        "precision": ("float64: transformers' modeling code with its internal float32 casts promoted to float64"
+                      if use_strict else "float64: transformers as is (model.to(float64))"),
+        "config_format": config_note,
+        "seed": seed,
+        "checks": checks,
+    }
+    write_json(os.path.join(d, "reference.json"), ref)
+
+    mtp_note = ""
+    if has_mtp:
+        tensors = load_file(st)
+        with Float64Everywhere():
+            mtp64 = mtp_reference.load_mtp(m64, tensors)
+            out, causal = mtp_reference.compute(m64, mtp64, IDS)
+        out = {"model": name, "weights_dtype": wdtype, **out}
+        write_json(os.path.join(d, "mtp_reference.json"), out)
+        mtp_note = (f" mtp: causal={causal:.1e} chained tokens="
+                    f"{[c['token'] for c in out['chained']]}")
+
+    argmax = ref_logits.argmax(-1).tolist()
+    print(f"[{name}] {cls} {wdtype} {time.time() - t0:.1f}s  max|logit|={scale:.3f}  "
+          + "  ".join(f"{k}={v:.2e}" for k, v in checks.items() if k != "max_abs_logit") + mtp_note)
+    print("  argmax per position:", argmax)
+    print("  files:", sorted(os.listdir(d)))
+    print("  config.json:", json.dumps(read_json(cfg_path), sort_keys=True))
+    print("  tensors:\n" + describe_safetensors(st))
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="tests/fixtures")
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    torch.set_num_threads(min(8, os.cpu_count() or 1))
+    tv, pv = versions()
+    print(f"transformers {tv}, torch {pv}")
+    names = [n for n in FIXTURES if not args.only or n in args.only.split(",")]
+    os.makedirs(args.out, exist_ok=True)
+    ok, failed = [], []
+    for name in names:
+        try:
+            make_fixture(name, args.out)
+            ok.append(name)
+        except Exception:  # noqa: BLE001
+            print(f"[{name}] FAILED")
+            traceback.print_exc()
+            shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
+            failed.append(name)
+    print("made:", ok)
+    print("failed:", failed)
+    return 0 if not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
