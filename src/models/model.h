@@ -66,6 +66,29 @@ struct ModelOptions {
   ThreadPool* pool = nullptr;         // nullptr: ThreadPool::global()
 };
 
+// One MTP call's slots for one draft sequence (a SequenceState from new_draft_sequence()). Slot p =
+// seq->length + i consumes hidden[i], the hidden state for position p (the backbone's final-normed
+// hidden there, or for a chained draft the previous slot's output hidden), and tokens[i], the
+// token at position p + 1; it yields logits for the token at p + 2 and its own output hidden.
+struct DraftItem {
+  SequenceState* seq = nullptr;
+  std::span<const int32_t> tokens;
+  std::span<const float> hidden;  // [tokens.size()][hidden_size]
+};
+
+// A multi-token-prediction head carried by the checkpoint (Qwen3.5 / Qwen3-Next `mtp.*`), usable as
+// a drafter. It keeps its own KV per draft sequence; several slots in one call (teacher-forced
+// catch-up) and one slot per call give the same bits.
+class MtpDrafter {
+ public:
+  virtual ~MtpDrafter() = default;
+  virtual std::unique_ptr<SequenceState> new_draft_sequence() = 0;
+  // Runs every item's slots; returns logits and output hidden for every slot (items in order).
+  virtual ForwardResult draft(std::span<const DraftItem> items) = 0;
+  // Forgets slots past `length` (0 <= length <= seq.length).
+  virtual void truncate(SequenceState& seq, int64_t length) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -78,6 +101,8 @@ class Model {
   virtual const KvPool& kv_pool() const = 0;
   // Bytes of recurrent state one sequence holds (0 for attention-only models).
   virtual size_t state_bytes_per_sequence() const { return 0; }
+  // The checkpoint's MTP head, or nullptr when it has none (or the family has no such head).
+  virtual MtpDrafter* mtp() { return nullptr; }
 };
 
 // Loads the checkpoint in `dir` for its model_type (config.json).

@@ -1,0 +1,101 @@
+#include "models/mtp_head.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "models/attention_layer.h"
+#include "models/forward_common.h"
+#include "models/weights.h"
+
+namespace lockstep {
+
+namespace {
+
+class MtpHead final : public MtpDrafter {
+ public:
+  MtpHead(const Checkpoint& w, const MtpShared& s, const ModelOptions& o)
+      : s_(s),
+        kv_(1, s.config->num_key_value_heads, s.config->head_dim, o.kv_block_tokens,
+            o.kv_capacity_tokens) {
+    const ModelConfig& c = *s.config;
+    const int64_t H = c.hidden_size;
+    if (c.mtp_num_hidden_layers != 1)
+      fail(c.source, ": MTP heads with ", c.mtp_num_hidden_layers,
+           " layers are not supported (expected 1)");
+    norm_embedding_ = vector_f32(w, "mtp.pre_fc_norm_embedding.weight", H);
+    norm_hidden_ = vector_f32(w, "mtp.pre_fc_norm_hidden.weight", H);
+    fc_ = matrix(w, "mtp.fc.weight", H, 2 * H);
+    input_norm_ = vector_f32(w, "mtp.layers.0.input_layernorm.weight", H);
+    post_attention_norm_ = vector_f32(w, "mtp.layers.0.post_attention_layernorm.weight", H);
+    attn_ = load_attention(w, c, "mtp.layers.0.self_attn.");
+    mlp_ = load_mlp(w, c, "mtp.layers.0.mlp.");
+    final_norm_ = vector_f32(w, "mtp.norm.weight", H);
+  }
+
+  std::unique_ptr<SequenceState> new_draft_sequence() override {
+    return std::make_unique<SequenceState>(&kv_);
+  }
+
+  void truncate(SequenceState& seq, int64_t length) override {
+    if (length < 0 || length > seq.length)
+      fail("mtp truncate: length ", length, " outside [0, ", seq.length, "]");
+    seq.length = length;
+    kv_.shrink(seq.kv_blocks, length);
+  }
+
+  ForwardResult draft(std::span<const DraftItem> items) override {
+    const ModelConfig& c = *s_.config;
+    const int64_t H = c.hidden_size;
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    std::vector<ForwardItem> fwd;
+    for (const DraftItem& d : items) {
+      if (static_cast<int64_t>(d.hidden.size()) != static_cast<int64_t>(d.tokens.size()) * H)
+        fail("mtp draft: hidden has ", d.hidden.size(), " floats for ", d.tokens.size(),
+             " tokens of hidden size ", H);
+      fwd.push_back({d.seq, d.tokens, ForwardItem::Logits::All});
+    }
+    FlatBatch b = flatten_batch(fwd, kv_, *s_.rope, c.max_position_embeddings);
+    const int64_t T = static_cast<int64_t>(b.tokens.size());
+    std::vector<float> e(T * H), g(T * H), cat(T * 2 * H), x(T * H), h(T * H), delta(T * H);
+    kernels::embedding(s_.embed, b.tokens, e.data());
+    for (size_t i = 0; i < items.size(); ++i)
+      std::memcpy(&g[b.item_first[i] * H], items[i].hidden.data(),
+                  items[i].hidden.size() * sizeof(float));
+    kernels::rms_norm(e.data(), T, H, norm_embedding_.data(), eps, c.zero_centered_norm, e.data());
+    kernels::rms_norm(g.data(), T, H, norm_hidden_.data(), eps, c.zero_centered_norm, g.data());
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(&cat[t * 2 * H], &e[t * H], H * sizeof(float));
+      std::memcpy(&cat[t * 2 * H + H], &g[t * H], H * sizeof(float));
+    }
+    kernels::linear(cat.data(), T, fc_, nullptr, x.data(), *s_.threads);
+
+    kernels::rms_norm(x.data(), T, H, input_norm_.data(), eps, c.zero_centered_norm, h.data());
+    attention_forward(attn_, c, h.data(), T, b.rows, kv_, 0, delta.data(), *s_.threads);
+    for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
+    kernels::rms_norm(x.data(), T, H, post_attention_norm_.data(), eps, c.zero_centered_norm,
+                      h.data());
+    mlp_forward(mlp_, h.data(), T, delta.data(), *s_.threads);
+    for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
+    return finish_forward(fwd, b, x, H, {&final_norm_, s_.lm_head, eps, c.zero_centered_norm},
+                          *s_.threads);
+  }
+
+ private:
+  MtpShared s_;
+  KvPool kv_;
+  std::vector<float> norm_embedding_, norm_hidden_, input_norm_, post_attention_norm_,
+      final_norm_;
+  kernels::Weight fc_;
+  AttentionWeights attn_;
+  MlpWeights mlp_;
+};
+
+}  // namespace
+
+std::unique_ptr<MtpDrafter> load_mtp_head(const Checkpoint& ckpt, const MtpShared& shared,
+                                          const ModelOptions& options) {
+  if (shared.config->mtp_num_hidden_layers <= 0 || !ckpt.has("mtp.fc.weight")) return nullptr;
+  return std::make_unique<MtpHead>(ckpt, shared, options);
+}
+
+}  // namespace lockstep

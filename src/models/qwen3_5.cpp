@@ -1,0 +1,193 @@
+// Qwen3.5 / Qwen3-Next forward: embed, then per layer x += mixer(norm(x)); x += mlp(norm(x)),
+// where the mixer is Gated DeltaNet (linear_attention) or gated full attention; final norm,
+// lm_head. Every RMSNorm here is zero-centred (x * (1 + w)) except the DeltaNet's gated output
+// norm (gated_deltanet_layer.cpp).
+#include "models/qwen3_5.h"
+
+#include "core/error.h"
+#include "models/attention_layer.h"
+#include "models/forward_common.h"
+#include "models/gated_deltanet_layer.h"
+#include "models/hybrid_state.h"
+#include "models/mtp_head.h"
+#include "models/rope_freqs.h"
+#include "models/weights.h"
+
+namespace lockstep {
+
+namespace {
+
+struct HybridLayer {
+  LayerKind kind = LayerKind::FullAttention;
+  int64_t index = 0;  // among layers of its kind: KV layer, or linear-state slot
+  std::vector<float> input_norm, post_attention_norm;
+  AttentionWeights attn;
+  DeltaNetWeights deltanet;
+  MlpWeights mlp;
+};
+
+int64_t count_layers(const ModelConfig& c, LayerKind kind) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) n += c.layer_kind(l) == kind;
+  return n;
+}
+
+class HybridModel final : public Model {
+ public:
+  HybridModel(const ModelConfig& c, const std::string& dir, const ModelOptions& o)
+      : config_(c),
+        ckpt_(Checkpoint::open(dir)),
+        threads_(o.pool ? o.pool : &ThreadPool::global()),
+        kv_(count_layers(c, LayerKind::FullAttention), c.num_key_value_heads, c.head_dim,
+            o.kv_block_tokens, o.kv_capacity_tokens),
+        rope_(make_rope_table(c)),
+        dims_(DeltaNetDims::from(c)) {
+    if (!c.zero_centered_norm || !c.attn_output_gate || !c.qk_norm)
+      fail(c.source, ": ", c.model_type,
+           " expects zero-centred norms, gated attention and q/k norm");
+    const Checkpoint& w = *ckpt_;
+    const std::string& p = c.weight_prefix;
+    const int64_t H = c.hidden_size;
+    embed_ = matrix(w, p + "embed_tokens.weight", c.vocab_size, H);
+    int64_t n_full = 0;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string lp = p + "layers." + std::to_string(l) + ".";
+      HybridLayer layer;
+      layer.kind = c.layer_kind(l);
+      layer.input_norm = vector_f32(w, lp + "input_layernorm.weight", H);
+      layer.post_attention_norm = vector_f32(w, lp + "post_attention_layernorm.weight", H);
+      if (layer.kind == LayerKind::FullAttention) {
+        layer.index = n_full++;
+        layer.attn = load_attention(w, c, lp + "self_attn.");
+      } else {
+        layer.index = n_linear_++;
+        layer.deltanet = load_deltanet(w, c, lp + "linear_attn.");
+      }
+      layer.mlp = load_mlp(w, c, lp + "mlp.");
+      layers_.push_back(std::move(layer));
+    }
+    final_norm_ = vector_f32(w, p + "norm.weight", H);
+    lm_head_ = c.tie_word_embeddings && !w.has("lm_head.weight")
+                   ? embed_
+                   : matrix(w, "lm_head.weight", c.vocab_size, H);
+    mtp_ = load_mtp_head(w, {&config_, embed_, lm_head_, &rope_, threads_}, o);
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  const KvPool& kv_pool() const override { return kv_; }
+  MtpDrafter* mtp() override { return mtp_.get(); }
+
+  size_t state_bytes_per_sequence() const override {
+    return static_cast<size_t>(n_linear_) *
+           static_cast<size_t>(dims_.conv_state_floats() + dims_.delta_state_floats()) *
+           sizeof(float);
+  }
+
+  std::unique_ptr<SequenceState> new_sequence() override {
+    auto seq = std::make_unique<SequenceState>(&kv_);
+    auto st = std::make_unique<HybridState>();
+    st->layers.assign(n_linear_, DeltaNetState::zeros(dims_));
+    seq->recurrent = std::move(st);
+    return seq;
+  }
+
+  void truncate(SequenceState& seq, int64_t length) override {
+    if (length < seq.rollback_floor || length > seq.length)
+      fail("truncate: length ", length, " outside [", seq.rollback_floor, ", ", seq.length,
+           "] (a recurrent model can only go back inside its last keep_rollback forward)");
+    HybridState& st = state_of(seq);
+    if (length < seq.length) {
+      if (st.floor.empty()) fail("truncate: no rollback state kept for this sequence");
+      const int64_t n = length - seq.rollback_floor, TI = dims_.token_inputs();
+      st.layers = st.floor;
+      for (const HybridLayer& L : layers_) {
+        if (L.kind != LayerKind::LinearAttention) continue;
+        deltanet_replay(L.deltanet, dims_, st.layers[L.index], st.log[L.index].data(), n);
+        st.log[L.index].resize(n * TI);
+      }
+    }
+    seq.length = length;
+    kv_.shrink(seq.kv_blocks, length);
+  }
+
+  ForwardResult forward(std::span<const ForwardItem> items) override {
+    const ModelConfig& c = config_;
+    const int64_t H = c.hidden_size, TI = dims_.token_inputs();
+    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings);
+    const int64_t T = static_cast<int64_t>(b.tokens.size());
+    const float eps = static_cast<float>(c.rms_norm_eps);
+
+    // Rollback bookkeeping first: an item that asks for it keeps its state at the current length
+    // (the new floor) and logs its tokens' recurrent inputs below; any other item moves its floor
+    // to its new end and drops an older log.
+    std::vector<HybridState*> states;
+    for (const ForwardItem& it : items) {
+      HybridState& st = state_of(*it.seq);
+      states.push_back(&st);
+      if (it.keep_rollback) {
+        st.floor = st.layers;
+        st.log.assign(n_linear_, {});
+        it.seq->rollback_floor = it.seq->length;
+      } else {
+        st.floor.clear();
+        st.log.clear();
+        it.seq->rollback_floor = it.seq->length + static_cast<int64_t>(it.tokens.size());
+      }
+    }
+
+    std::vector<float> x(T * H), h(T * H), delta(T * H);
+    std::vector<float> inputs(T * TI), z(T * dims_.value_dim());
+    std::vector<DeltaNetSpan> spans(items.size());
+    kernels::embedding(embed_, b.tokens, x.data());
+    for (const HybridLayer& L : layers_) {
+      kernels::rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
+      if (L.kind == LayerKind::FullAttention) {
+        attention_forward(L.attn, c, h.data(), T, b.rows, kv_, L.index, delta.data(), *threads_);
+      } else {
+        deltanet_project(L.deltanet, dims_, h.data(), T, inputs.data(), z.data(), *threads_);
+        for (size_t i = 0; i < items.size(); ++i) {
+          const int64_t first = b.item_first[i], n = static_cast<int64_t>(items[i].tokens.size());
+          spans[i] = {&states[i]->layers[L.index], first, n};
+          if (items[i].keep_rollback)
+            states[i]->log[L.index].assign(inputs.begin() + first * TI,
+                                           inputs.begin() + (first + n) * TI);
+        }
+        deltanet_mix(L.deltanet, dims_, inputs.data(), z.data(), T, spans, eps, delta.data(),
+                     *threads_);
+      }
+      for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
+      kernels::rms_norm(x.data(), T, H, L.post_attention_norm.data(), eps, true, h.data());
+      mlp_forward(L.mlp, h.data(), T, delta.data(), *threads_);
+      for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
+    }
+    return finish_forward(items, b, x, H, {&final_norm_, lm_head_, eps, true}, *threads_);
+  }
+
+ private:
+  static HybridState& state_of(SequenceState& seq) {
+    auto* st = dynamic_cast<HybridState*>(seq.recurrent.get());
+    if (!st) fail("hybrid model: sequence was not created by this model");
+    return *st;
+  }
+
+  ModelConfig config_;
+  std::unique_ptr<Checkpoint> ckpt_;
+  ThreadPool* threads_;
+  KvPool kv_;
+  kernels::RopeTable rope_;
+  DeltaNetDims dims_;
+  int64_t n_linear_ = 0;
+  kernels::Weight embed_, lm_head_;
+  std::vector<HybridLayer> layers_;
+  std::vector<float> final_norm_;
+  std::unique_ptr<MtpDrafter> mtp_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_qwen3_5_model(const ModelConfig& config, const std::string& dir,
+                                          const ModelOptions& options) {
+  return std::make_unique<HybridModel>(config, dir, options);
+}
+
+}  // namespace lockstep
