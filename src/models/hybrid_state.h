@@ -6,6 +6,10 @@
 // and layer, about 1/20 of a delta state for Qwen3.5 shapes). truncate(L) restores the floor state
 // and replays tokens floor..L-1 through the same per-token step the forward uses, so the result is
 // bitwise the state of having fed only those tokens.
+//
+// Snapshot / restore: `snap = seq.recurrent->clone()` at length L; later
+// `seq.recurrent = snap->clone(); model.truncate(seq, L)` (the state knows it reflects L tokens,
+// so truncate only trims the KV blocks; the snapshot keeps its own rollback log).
 #pragma once
 
 #include <memory>
@@ -18,6 +22,8 @@ namespace lockstep {
 
 class HybridState final : public RecurrentState {
  public:
+  int64_t tokens = 0;        // how many tokens `layers` reflects
+  int64_t floor_tokens = 0;  // the length `floor` reflects (when there is a log)
   std::vector<DeltaNetState> layers;  // per linear-attention layer, in layer order
   std::vector<DeltaNetState> floor;   // state at rollback_floor; empty when there is no log
   std::vector<std::vector<float>> log;  // per linear layer: [tokens since floor][token_inputs]

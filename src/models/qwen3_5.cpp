@@ -92,21 +92,26 @@ class HybridModel final : public Model {
   }
 
   void truncate(SequenceState& seq, int64_t length) override {
-    if (length < seq.rollback_floor || length > seq.length)
-      fail("truncate: length ", length, " outside [", seq.rollback_floor, ", ", seq.length,
-           "] (a recurrent model can only go back inside its last keep_rollback forward)");
     HybridState& st = state_of(seq);
-    if (length < seq.length) {
-      if (st.floor.empty()) fail("truncate: no rollback state kept for this sequence");
-      const int64_t n = length - seq.rollback_floor, TI = dims_.token_inputs();
+    if (length < 0 || length > seq.length)
+      fail("truncate: length ", length, " outside [0, ", seq.length, "]");
+    if (st.tokens != length) {
+      // Go back through the log: restore the floor state and replay the kept tokens.
+      if (st.floor.empty() || length < st.floor_tokens || length > st.tokens)
+        fail("truncate: length ", length, " is below the rollback floor ", seq.rollback_floor,
+             " (a recurrent model can only go back inside its last keep_rollback forward, or "
+             "to the length of a restored snapshot)");
+      const int64_t n = length - st.floor_tokens, TI = dims_.token_inputs();
       st.layers = st.floor;
       for (const HybridLayer& L : layers_) {
         if (L.kind != LayerKind::LinearAttention) continue;
         deltanet_replay(L.deltanet, dims_, st.layers[L.index], st.log[L.index].data(), n);
         st.log[L.index].resize(n * TI);
       }
+      st.tokens = length;
     }
     seq.length = length;
+    seq.rollback_floor = st.floor.empty() ? length : st.floor_tokens;
     kv_.shrink(seq.kv_blocks, length);
   }
 
@@ -116,29 +121,37 @@ class HybridModel final : public Model {
     FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings);
     const int64_t T = static_cast<int64_t>(b.tokens.size());
     const float eps = static_cast<float>(c.rms_norm_eps);
+    std::vector<float> x(T * H), h(T * H), delta(T * H);
+    kernels::embedding(embed_, b.tokens, x.data());  // validates ids before any state changes
 
     // Rollback bookkeeping first: an item that asks for it keeps its state at the current length
     // (the new floor) and logs its tokens' recurrent inputs below; any other item moves its floor
     // to its new end and drops an older log.
+    for (const ForwardItem& it : items)
+      if (state_of(*it.seq).tokens != it.seq->length)
+        fail("forward: the recurrent state reflects ", state_of(*it.seq).tokens,
+             " tokens but the sequence has ", it.seq->length,
+             " (after restoring a snapshot, truncate to its length)");
     std::vector<HybridState*> states;
     for (const ForwardItem& it : items) {
       HybridState& st = state_of(*it.seq);
       states.push_back(&st);
+      const int64_t n = static_cast<int64_t>(it.tokens.size());
       if (it.keep_rollback) {
         st.floor = st.layers;
+        st.floor_tokens = st.tokens;
         st.log.assign(n_linear_, {});
         it.seq->rollback_floor = it.seq->length;
       } else {
         st.floor.clear();
         st.log.clear();
-        it.seq->rollback_floor = it.seq->length + static_cast<int64_t>(it.tokens.size());
+        it.seq->rollback_floor = it.seq->length + n;
       }
+      st.tokens += n;
     }
 
-    std::vector<float> x(T * H), h(T * H), delta(T * H);
     std::vector<float> inputs(T * TI), z(T * dims_.value_dim());
     std::vector<DeltaNetSpan> spans(items.size());
-    kernels::embedding(embed_, b.tokens, x.data());
     for (const HybridLayer& L : layers_) {
       kernels::rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
       if (L.kind == LayerKind::FullAttention) {

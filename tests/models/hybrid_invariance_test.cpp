@@ -1,0 +1,174 @@
+// Qwen3.5 / Qwen3-Next invariance: the recurrent state and logits after N tokens are bitwise the
+// same whether the tokens came as one chunk, one at a time or in any split, beside other
+// sequences, with 1 or 2 threads; clone() round-trips; truncate after a keep_rollback forward
+// equals having fed only the kept tokens; truncate below the floor is an error.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+#include "model_test_util.h"
+#include "models/hybrid_state.h"
+#include "models/model.h"
+
+namespace lockstep {
+namespace {
+
+std::vector<int32_t> random_ids(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> v(n);
+  for (auto& x : v) x = static_cast<int32_t>(rng() % vocab);
+  return v;
+}
+
+std::string checkpoint(const std::string& name) {
+  if (name.rfind("tiny-", 0) == 0) return test::tiny_checkpoint(name);
+  return std::string(LOCKSTEP_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
+
+const HybridState& hybrid(const SequenceState& s) {
+  return dynamic_cast<const HybridState&>(*s.recurrent);
+}
+
+bool same_state(const SequenceState& a, const SequenceState& b) {
+  const auto &x = hybrid(a).layers, &y = hybrid(b).layers;
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i].conv != y[i].conv || x[i].delta != y[i].delta) return false;
+  return true;
+}
+
+struct Fed {
+  std::unique_ptr<SequenceState> seq;
+  std::vector<float> logits;
+};
+
+// All-position logits of `ids` fed in pieces of the given sizes (cycled).
+Fed feed(Model& m, const std::vector<int32_t>& ids, const std::vector<int>& pieces) {
+  Fed f{m.new_sequence(), {}};
+  size_t at = 0, k = 0;
+  while (at < ids.size()) {
+    const size_t n = std::min<size_t>(pieces[k++ % pieces.size()], ids.size() - at);
+    ForwardItem it{f.seq.get(), {ids.data() + at, n}, ForwardItem::Logits::All};
+    auto r = m.forward({&it, 1});
+    f.logits.insert(f.logits.end(), r.logits.begin(), r.logits.end());
+    at += n;
+  }
+  return f;
+}
+
+class HybridInvariance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HybridInvariance, ChunkingBatchingAndThreads) {
+  ThreadPool one(1), two(2);
+  ModelOptions o1, o2;
+  o1.pool = &one;
+  o2.pool = &two;
+  o2.kv_block_tokens = 3;
+  auto m = load_model(checkpoint(GetParam()), o1);
+  auto m2 = load_model(checkpoint(GetParam()), o2);
+  ASSERT_GT(m->state_bytes_per_sequence(), 0u);
+  const int V = static_cast<int>(m->config().vocab_size);
+  const auto ids = random_ids(41, V, 5);
+  const Fed whole = feed(*m, ids, {41});
+  ASSERT_EQ(whole.logits.size(), ids.size() * V);
+  for (const auto& pieces : std::vector<std::vector<int>>{{1}, {5, 2, 11}, {16}, {3, 1, 30}}) {
+    const Fed f = feed(*m, ids, pieces);
+    EXPECT_EQ(whole.logits, f.logits) << "pieces " << pieces[0];
+    EXPECT_TRUE(same_state(*whole.seq, *f.seq)) << "pieces " << pieces[0];
+  }
+  const Fed t2 = feed(*m2, ids, {7});
+  EXPECT_EQ(whole.logits, t2.logits);
+  EXPECT_TRUE(same_state(*whole.seq, *t2.seq));
+
+  // Beside two other sequences in one call (one mid-way through its own prompt).
+  auto s0 = m2->new_sequence(), s1 = m2->new_sequence(), s2 = m2->new_sequence();
+  const auto other1 = random_ids(9, V, 6), other2 = random_ids(20, V, 7);
+  ForwardItem pre{s2.get(), {other2.data(), 13}, ForwardItem::Logits::None};
+  m2->forward({&pre, 1});
+  ForwardItem items[3] = {{s1.get(), other1, ForwardItem::Logits::Last},
+                          {s0.get(), ids, ForwardItem::Logits::All},
+                          {s2.get(), {other2.data() + 13, 7}, ForwardItem::Logits::All}};
+  auto r = m2->forward(items);
+  ASSERT_EQ(r.rows, 1 + 41 + 7);
+  EXPECT_EQ(0, std::memcmp(&r.logits[r.first_row[1] * V], whole.logits.data(),
+                           whole.logits.size() * 4));
+  EXPECT_TRUE(same_state(*whole.seq, *s0));
+  const Fed other_alone = feed(*m, other2, {20});
+  EXPECT_TRUE(same_state(*other_alone.seq, *s2));
+}
+
+TEST_P(HybridInvariance, SnapshotRestoreRoundTripsBitwise) {
+  auto m = load_model(checkpoint(GetParam()));
+  const int V = static_cast<int>(m->config().vocab_size);
+  const auto ids = random_ids(30, V, 11);
+  const Fed ref = feed(*m, ids, {30});
+  Fed f = feed(*m, {ids.begin(), ids.begin() + 20}, {20});
+  // Snapshot at 20, run a detour (no keep_rollback), restore: continuing gives the bits of
+  // never having left.
+  const auto snapshot = f.seq->recurrent->clone();
+  EXPECT_EQ(snapshot->bytes(), m->state_bytes_per_sequence());
+  const auto detour = random_ids(6, V, 12);
+  ForwardItem d{f.seq.get(), detour, ForwardItem::Logits::None};
+  m->forward({&d, 1});
+  EXPECT_THROW(m->truncate(*f.seq, 20), Error);  // the detour kept no rollback
+  ForwardItem stale{f.seq.get(), detour, ForwardItem::Logits::None};
+  f.seq->recurrent = snapshot->clone();
+  EXPECT_THROW(m->forward({&stale, 1}), Error);  // state at 20, sequence at 26: refused
+  m->truncate(*f.seq, 20);
+  EXPECT_TRUE(same_state(*f.seq, *feed(*m, {ids.begin(), ids.begin() + 20}, {20}).seq));
+  ForwardItem rest{f.seq.get(), {ids.data() + 20, 10}, ForwardItem::Logits::All};
+  const auto r = m->forward({&rest, 1});
+  EXPECT_EQ(0, std::memcmp(r.logits.data(), &ref.logits[20 * V], 10 * V * 4));
+  EXPECT_TRUE(same_state(*ref.seq, *f.seq));
+}
+
+TEST_P(HybridInvariance, TruncateAfterKeepRollbackEqualsFeedingOnlyKeptTokens) {
+  ThreadPool two(2);
+  ModelOptions o;
+  o.pool = &two;
+  auto m = load_model(checkpoint(GetParam()), o);
+  const int V = static_cast<int>(m->config().vocab_size);
+  const auto ids = random_ids(24, V, 21);
+  const Fed ref = feed(*m, ids, {24});
+  for (int keep = 0; keep <= 6; ++keep) {
+    // Prompt of 16, then a "verify block" of 6 tokens whose last 6 - keep are rejected drafts.
+    Fed f = feed(*m, {ids.begin(), ids.begin() + 16}, {16});
+    std::vector<int32_t> block(ids.begin() + 16, ids.begin() + 22);
+    for (int i = keep; i < 6; ++i) block[i] = (block[i] + 1 + i) % V;
+    ForwardItem v{f.seq.get(), block, ForwardItem::Logits::All, /*keep_rollback=*/true};
+    m->forward({&v, 1});
+    EXPECT_EQ(f.seq->rollback_floor, 16);
+    EXPECT_THROW(m->truncate(*f.seq, 15), Error);
+    m->truncate(*f.seq, 16 + keep);
+    EXPECT_TRUE(same_state(*f.seq, *feed(*m, {ids.begin(), ids.begin() + 16 + keep}, {30}).seq))
+        << "keep " << keep;
+    // Continue with the true tokens: logits are those of the straight run.
+    ForwardItem rest{f.seq.get(), {ids.data() + 16 + keep, static_cast<size_t>(8 - keep)},
+                     ForwardItem::Logits::All};
+    const auto r = m->forward({&rest, 1});
+    EXPECT_EQ(0, std::memcmp(r.logits.data(), &ref.logits[(16 + keep) * V], (8 - keep) * V * 4))
+        << "keep " << keep;
+    EXPECT_TRUE(same_state(*ref.seq, *f.seq)) << "keep " << keep;
+  }
+  // Truncating twice inside one block (down to 18, then to 17) also works.
+  Fed f = feed(*m, {ids.begin(), ids.begin() + 16}, {16});
+  ForwardItem v{f.seq.get(), {ids.data() + 16, 6}, ForwardItem::Logits::All, true};
+  m->forward({&v, 1});
+  m->truncate(*f.seq, 18);
+  m->truncate(*f.seq, 17);
+  EXPECT_TRUE(same_state(*f.seq, *feed(*m, {ids.begin(), ids.begin() + 17}, {17}).seq));
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, HybridInvariance,
+                         ::testing::Values("tiny-qwen3.5", "qwen35-f32", "qwen3next-f32"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (auto& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace lockstep
