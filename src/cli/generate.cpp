@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/spec_flags.h"
 #include "core/error.h"
 #include "decode/generate.h"
 #include "tokenizer/tokenizer.h"
@@ -14,6 +15,7 @@ namespace {
 
 struct GenerateFlags {
   ModelFlags model;
+  SpecFlags spec;
   std::string prompt, prompt_ids;
   int64_t max_tokens = 128;
   SamplingParams sampling;
@@ -39,8 +41,13 @@ int run_generate(const GenerateFlags& f) {
   mf.dir = dir;
   auto model = load_model_from_flags(mf, static_cast<int64_t>(prompt.size()) + f.max_tokens);
 
+  apply_numerics(f.spec);
   GenerateOptions o;
   o.sampling = f.sampling;
+  std::unique_ptr<Model> draft_model;
+  auto drafter = make_drafter(f.spec, *model, f.sampling, draft_model);
+  o.drafter = drafter.get();
+  o.draft_width = f.spec.draft_width > 0 ? f.spec.draft_width : default_draft_width(f.spec.spec);
   o.max_tokens = f.max_tokens;
   o.stop = f.stop;
   o.prefill_chunk = f.prefill_chunk;
@@ -85,6 +92,14 @@ int run_generate(const GenerateFlags& f) {
                     {"decode_seconds", r.stats.decode_seconds},
                     {"prefill_tok_s", r.stats.prefill_tok_s()},
                     {"decode_tok_s", r.stats.decode_tok_s()}};
+    if (drafter)
+      j["spec"] = {{"mode", f.spec.spec},
+                   {"width", o.draft_width},
+                   {"rounds", r.spec.rounds},
+                   {"drafted", r.spec.drafted},
+                   {"accepted", r.spec.accepted},
+                   {"acceptance", r.spec.acceptance()},
+                   {"mean_accepted_per_round", r.spec.mean_accepted_per_round()}};
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     if (stream && !hold_back) std::fputs(stream->flush().c_str(), stdout);
@@ -96,12 +111,17 @@ int run_generate(const GenerateFlags& f) {
                static_cast<long long>(r.stats.prompt_tokens), r.stats.prefill_tok_s(),
                static_cast<long long>(r.stats.generated_tokens), r.stats.decode_tok_s(),
                r.finish_reason.c_str());
+  if (drafter)
+    std::fprintf(stderr, "lockstep: spec %s width %d: %lld rounds, acceptance %.3f, %.2f accepted/round\n",
+                 f.spec.spec.c_str(), o.draft_width, static_cast<long long>(r.spec.rounds),
+                 r.spec.acceptance(), r.spec.mean_accepted_per_round());
   return 0;
 }
 
 const Command kGenerate("generate", "Generate text (classic decode)", [](CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   add_model_flags(app, f->model, false);
+  add_spec_flags(app, f->spec);
   app.add_option("-p,--prompt", f->prompt, "Prompt text (encoded with the model's tokenizer)");
   app.add_option("--prompt-ids", f->prompt_ids, "Prompt as token ids: 1,2,3");
   app.add_option("-n,--max-tokens", f->max_tokens, "Tokens to generate (default 128)")

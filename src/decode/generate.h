@@ -1,4 +1,7 @@
-// Classic decode: prefill the prompt, then one token per forward until a stop condition.
+// Decoding: prefill the prompt, then rounds of [last token + drafts] through the target until a
+// stop condition. Without a drafter each round is one token (classic decode). Every token is
+// chosen by the sampler from the logits of its own position and the exact prefix before it, so
+// drafts only decide how many positions one forward computes.
 #pragma once
 
 #include <functional>
@@ -6,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "decode/speculative/drafter.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
 
@@ -18,6 +22,16 @@ struct GenerateOptions {
   std::vector<std::string> stop;        // stop strings (need `detokenize`)
   std::function<std::string(std::span<const int32_t>)> detokenize;
   int64_t prefill_chunk = 0;            // 0: whole prompt in one forward
+  // Speculative decoding: drafts of up to draft_width tokens verified in one target forward.
+  // The output is identical to classic decode (drafter null) by construction.
+  Drafter* drafter = nullptr;
+  int draft_width = 0;
+};
+
+struct SpecStats {
+  int64_t rounds = 0, drafted = 0, accepted = 0;
+  double acceptance() const { return drafted > 0 ? double(accepted) / double(drafted) : 0; }
+  double mean_accepted_per_round() const { return rounds > 0 ? double(accepted) / rounds : 0; }
 };
 
 struct GenerateStats {
@@ -35,6 +49,7 @@ struct GenerateResult {
   std::string finish_reason;            // "stop" (eos or stop string) or "length"
   size_t text_limit = std::string::npos;  // with a stop string: text length before it
   GenerateStats stats;
+  SpecStats spec;
 };
 
 // on_token is called for each token as it is chosen; returning false cancels (finish "cancelled").

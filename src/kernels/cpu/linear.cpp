@@ -141,12 +141,32 @@ void LinearCols(const float* x, int64_t M, DType dtype, const void* w, int64_t K
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <atomic>
+
+#include "kernels/numerics.h"
+
 namespace lockstep::kernels {
 HWY_EXPORT(LinearCols);
+
+namespace {
+std::atomic<Numerics> g_numerics{Numerics::Exact};
+}
+void set_numerics(Numerics mode) { g_numerics = mode; }
+Numerics numerics() { return g_numerics; }
 
 void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y,
             ThreadPool& pool) {
   const int64_t N = w.rows, K = w.cols;
+  if (M > 1 && g_numerics == Numerics::Fast) {
+    // Deliberately shape-dependent: multi-row calls reduce in another order than one-row calls.
+    pool.parallel_for(N, [&](int64_t n0, int64_t n1) {
+      ref::linear_cols_other_order(x, M, w.dtype, w.data, K, n0, n1, y, N);
+      if (bias)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];
+    });
+    return;
+  }
   // Grain of 16 columns keeps every thread's range a whole number of tiles.
   pool.parallel_for(
       N,

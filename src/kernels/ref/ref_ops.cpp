@@ -1,6 +1,8 @@
 #include "kernels/ref/ref_ops.h"
 
 #include "core/error.h"
+#include <cmath>
+
 #include "kernels/schedule.h"
 
 namespace lockstep::kernels::ref {
@@ -30,6 +32,18 @@ void linear_cols(const float* x, int64_t M, DType dtype, const void* w, int64_t 
           K, [&](int64_t k) { return xr[k]; },
           [&](int64_t k) { return weight_at(dtype, w, K, n, k); });
   }
+}
+
+void linear_cols_other_order(const float* x, int64_t M, DType dtype, const void* w, int64_t K,
+                             int64_t n0, int64_t n1, float* y, int64_t N) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = n0; n < n1; ++n) {
+      float lanes[8] = {};
+      for (int64_t k = 0; k < K; ++k)
+        lanes[k % 8] = std::fma(x[m * K + k], weight_at(dtype, w, K, n, k), lanes[k % 8]);
+      y[m * N + n] = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                     ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    }
 }
 
 float dot(const float* a, const float* b, int64_t K) {

@@ -16,6 +16,11 @@ float weight_at(DType dtype, const void* w, int64_t K, int64_t n, int64_t k);
 void linear_cols(const float* x, int64_t M, DType dtype, const void* w, int64_t K, int64_t n0,
                  int64_t n1, float* y, int64_t N);
 
+// The same products summed in a different order (8 lanes, lane = k mod 8): what a kernel tuned
+// per shape would do. Used only by `fast` numerics, to measure what breaking the rule costs.
+void linear_cols_other_order(const float* x, int64_t M, DType dtype, const void* w, int64_t K,
+                             int64_t n0, int64_t n1, float* y, int64_t N);
+
 // Scheduled dot product of two float32 vectors.
 float dot(const float* a, const float* b, int64_t K);
 

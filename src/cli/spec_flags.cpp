@@ -1,0 +1,60 @@
+#include "cli/spec_flags.h"
+
+#include "core/error.h"
+#include "decode/speculative/draft_model_drafter.h"
+#include "decode/speculative/lookup_drafter.h"
+#include "kernels/numerics.h"
+
+namespace lockstep::cli {
+
+void add_numerics_flag(CLI::App& app, SpecFlags& f) {
+  app.add_option("--numerics", f.numerics,
+                 "exact (default: output independent of batch, chunking and speculation) or "
+                 "fast (multi-row calls may reduce in another order; for measuring)")
+      ->check(CLI::IsMember({"exact", "fast"}));
+}
+
+void add_spec_flags(CLI::App& app, SpecFlags& f) {
+  app.add_option("--spec", f.spec,
+                 "Speculative decoding: none, lookup (prompt n-grams), draft (--draft-model), "
+                 "mtp (the model's MTP head). Never changes the output.")
+      ->check(CLI::IsMember({"none", "lookup", "draft", "mtp"}));
+  app.add_option("--draft-width", f.draft_width, "Tokens drafted per round (default per mode)")
+      ->check(CLI::Range(0, 16));
+  app.add_option("--draft-model", f.draft_model, "Draft model directory for --spec draft");
+  add_numerics_flag(app, f);
+}
+
+void apply_numerics(const SpecFlags& f) {
+  kernels::set_numerics(f.numerics == "fast" ? kernels::Numerics::Fast : kernels::Numerics::Exact);
+}
+
+int default_draft_width(const std::string& mode) {
+  if (mode == "lookup") return 4;
+  if (mode == "draft") return 4;
+  return 3;
+}
+
+std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, Model& target,
+                                      const SamplingParams& sampling,
+                                      std::unique_ptr<Model>& draft_holder) {
+  if (f.spec == "none") {
+    if (!f.draft_model.empty()) fail("--draft-model needs --spec draft");
+    return nullptr;
+  }
+  if (f.spec == "lookup") return std::make_unique<LookupDrafter>();
+  if (f.spec == "draft") {
+    if (f.draft_model.empty()) fail("--spec draft needs --draft-model DIR");
+    ModelOptions o;
+    o.kv_capacity_tokens = target.kv_pool().total_blocks() * target.kv_pool().block_tokens();
+    draft_holder = load_model(f.draft_model, o);
+    if (draft_holder->config().vocab_size > target.config().vocab_size)
+      fail("--draft-model: vocabulary of ", draft_holder->config().vocab_size,
+           " tokens is larger than the target's ", target.config().vocab_size,
+           " (draft and target must share a tokenizer)");
+    return std::make_unique<DraftModelDrafter>(*draft_holder, sampling);
+  }
+  fail("--spec mtp: this model has no MTP head support yet (", target.config().model_type, ")");
+}
+
+}  // namespace lockstep::cli

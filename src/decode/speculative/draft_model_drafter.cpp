@@ -1,0 +1,39 @@
+#include "decode/speculative/draft_model_drafter.h"
+
+#include "decode/prefill.h"
+
+namespace lockstep {
+
+DraftModelDrafter::DraftModelDrafter(Model& draft, const SamplingParams& sampling)
+    : model_(draft), sampler_(sampling), seq_(draft.new_sequence()) {}
+
+std::vector<int32_t> DraftModelDrafter::propose(std::span<const int32_t> history,
+                                                int64_t prompt_len, int k) {
+  if (k <= 0) return {};
+  // Keep the cached prefix shared with history; feed the rest through the one prefill path.
+  size_t keep = 0;
+  while (keep < consumed_.size() && keep < history.size() && consumed_[keep] == history[keep])
+    ++keep;
+  if (keep == history.size()) --keep;  // the last token must be run to get its logits
+  model_.truncate(*seq_, static_cast<int64_t>(keep));
+  consumed_.resize(keep);
+  ForwardResult out = prefill(model_, *seq_, history.subspan(keep));
+  consumed_.assign(history.begin(), history.end());
+
+  std::vector<int32_t> context(history.begin(), history.end());
+  std::vector<int32_t> drafts;
+  const int64_t V = model_.config().vocab_size;
+  for (int i = 0; i < k; ++i) {
+    const int32_t t = sampler_.choose({out.logits.data(), static_cast<size_t>(V)},
+                                      {context, prompt_len}, static_cast<int64_t>(context.size()));
+    drafts.push_back(t);
+    context.push_back(t);
+    if (i + 1 == k) break;
+    ForwardItem item{seq_.get(), {&context.back(), 1}, ForwardItem::Logits::Last};
+    out = model_.forward({&item, 1});
+    consumed_.push_back(t);
+  }
+  return drafts;
+}
+
+}  // namespace lockstep

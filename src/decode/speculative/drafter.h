@@ -1,0 +1,24 @@
+// A drafter proposes tokens that probably follow a sequence; the target model verifies them in
+// one forward and keeps only what its own sampler rule would have chosen (speculative.cpp), so a
+// drafter can change speed, never text. Drafters know nothing of the verify rule.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // Up to k tokens to follow `history` (prompt and output so far; its last token has been chosen
+  // but not yet run through the target). `prompt_len` leading tokens are the prompt. A drafter
+  // that keeps state re-synchronises from `history` itself: earlier drafts may have been rejected.
+  virtual std::vector<int32_t> propose(std::span<const int32_t> history, int64_t prompt_len,
+                                       int k) = 0;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,48 @@
+// The generation gate (`lockstep verify`): the contract measured end to end. For each prompt and
+// temperature it runs classic decode alone with the prompt whole (the baseline), then the same
+// request prefilled in chunks, batched beside every other prompt, and under every speculative
+// mode and width, and compares whole generations token by token.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "decode/generate.h"
+
+namespace lockstep {
+
+struct GateConfig {
+  std::vector<std::vector<int32_t>> prompts;
+  int64_t max_tokens = 128;
+  std::vector<int32_t> eos_ids;
+  std::vector<float> temperatures = {0.0f, 0.8f};
+  uint64_t seed = 1234;               // for temperatures > 0
+  int64_t prefill_chunk = 5;          // the chunked-prefill case
+  std::vector<int> lookup_widths = {1, 2, 3, 4, 8};
+  std::vector<int> draft_widths = {1, 2, 3, 4};
+  Model* draft_model = nullptr;       // adds draft/wK cases
+};
+
+struct GateCase {
+  std::string mode;        // classic-chunked, batched, lookup/w3, draft/w2, ...
+  size_t prompt = 0;
+  float temperature = 0;
+  bool identical = true;
+  int64_t first_diff = -1;            // first differing generated position
+  int32_t expected = -1, got = -1;    // tokens there (-1: one generation ended)
+  SpecStats spec;
+  double seconds = 0;
+  int64_t tokens = 0;
+};
+
+struct GateReport {
+  std::vector<GateCase> cases;
+  size_t identical() const;
+  size_t diverged() const;
+};
+
+GateReport run_gate(Model& model, const GateConfig& config,
+                    const std::function<void(const GateCase&)>& on_case = {});
+
+}  // namespace lockstep
