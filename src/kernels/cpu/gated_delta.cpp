@@ -9,8 +9,18 @@
 #include "kernels/ref/ref_ops.h"
 #include "kernels/schedule.h"
 
+// Without -mfma, std::fma is a libm call per element (exact, but ~20x slower). On x86-64 the hot
+// loops are also compiled for x86-64-v3, where it is one vfmadd and the loops over v vectorise;
+// an FMA is exactly rounded either way, so both clones give the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LOCKSTEP_FMA_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define LOCKSTEP_FMA_CLONES
+#endif
+
 namespace lockstep::kernels {
 
+LOCKSTEP_FMA_CLONES
 void causal_conv1d_step(const float* x, int64_t C, int64_t K, const float* w, float* state,
                         float* out) {
   const int64_t S = K - 1;
@@ -36,18 +46,10 @@ void l2_normalize(float* x, int64_t rows, int64_t D, float eps) {
 
 namespace {
 
-// out[v] = sum_k S[k][v] * a[k] for all v, each element reduced with the 16-lane schedule.
-// lanes[l][v] holds lane l of element v; rows k are visited in increasing order, so for every v
-// this is exactly scheduled_dot(dk, S[.][v], a), padding terms fma(0, 0, acc) = acc + 0 included
-// (they only matter for the sign of a zero lane, but bit-for-bit means bit-for-bit).
-void column_dots(const float* S, int64_t dk, int64_t dv, const float* a, float* lanes, float* out) {
-  for (int64_t i = 0; i < kLanes * dv; ++i) lanes[i] = 0.0f;
-  for (int64_t k = 0; k < dk; ++k) {
-    float* lane = lanes + (k % kLanes) * dv;
-    const float* row = S + k * dv;
-    const float ak = a[k];
-    for (int64_t v = 0; v < dv; ++v) lane[v] = std::fma(row[v], ak, lane[v]);
-  }
+// Folds lanes [kLanes][dv] into out[dv] after adding the padding terms of the 16-lane schedule
+// (fma(0, 0, acc) = acc + 0 for k = dk .. next multiple of 16: only the sign of a zero lane can
+// change, but bit-for-bit means bit-for-bit with scheduled_dot).
+void fold_columns(float* lanes, int64_t dk, int64_t dv, float* out) {
   for (int64_t k = dk; k % kLanes != 0; ++k) {
     float* lane = lanes + (k % kLanes) * dv;
     for (int64_t v = 0; v < dv; ++v) lane[v] = lane[v] + 0.0f;
@@ -61,22 +63,39 @@ void column_dots(const float* S, int64_t dk, int64_t dv, const float* a, float* 
 
 }  // namespace
 
+// Two passes over the state. Pass 1 decays row k and adds it into the kv_mem lanes; pass 2 adds
+// k[k] * delta to row k and adds the updated row into the output lanes. For each v the sums over
+// k are exactly scheduled_dot(dk, state[.][v], k or q): lane l of element v is lanes[l][v], rows
+// visited in increasing k. Fusing the elementwise updates into the reductions changes no rounding.
+LOCKSTEP_FMA_CLONES
 void gated_delta_step(float* state, int64_t dk, int64_t dv, const float* q, const float* k,
                       const float* v, float g, float beta, float* out) {
-  thread_local std::vector<float> lanes, kv_mem;
-  lanes.resize(kLanes * dv);
-  kv_mem.resize(dv);
+  thread_local std::vector<float> lanes, delta;
+  lanes.assign(kLanes * dv, 0.0f);
+  delta.resize(dv);
   const float decay = exp_f32(g);
-  for (int64_t i = 0; i < dk * dv; ++i) state[i] *= decay;
-  column_dots(state, dk, dv, k, lanes.data(), kv_mem.data());
-  float* delta = kv_mem.data();  // reused in place: delta[v] depends only on kv_mem[v]
-  for (int64_t j = 0; j < dv; ++j) delta[j] = (v[j] - kv_mem[j]) * beta;
   for (int64_t i = 0; i < dk; ++i) {
     float* row = state + i * dv;
+    float* lane = lanes.data() + (i % kLanes) * dv;
     const float ki = k[i];
-    for (int64_t j = 0; j < dv; ++j) row[j] = row[j] + ki * delta[j];
+    for (int64_t j = 0; j < dv; ++j) {
+      row[j] = row[j] * decay;
+      lane[j] = std::fma(row[j], ki, lane[j]);
+    }
   }
-  if (out) column_dots(state, dk, dv, q, lanes.data(), out);
+  fold_columns(lanes.data(), dk, dv, delta.data());  // kv_mem
+  for (int64_t j = 0; j < dv; ++j) delta[j] = (v[j] - delta[j]) * beta;
+  lanes.assign(kLanes * dv, 0.0f);
+  for (int64_t i = 0; i < dk; ++i) {
+    float* row = state + i * dv;
+    float* lane = lanes.data() + (i % kLanes) * dv;
+    const float ki = k[i], qi = q[i];
+    for (int64_t j = 0; j < dv; ++j) {
+      row[j] = row[j] + ki * delta[j];
+      lane[j] = std::fma(row[j], qi, lane[j]);
+    }
+  }
+  if (out) fold_columns(lanes.data(), dk, dv, out);
 }
 
 void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
