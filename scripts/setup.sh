@@ -12,9 +12,13 @@ packages=(
   libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)
   libutf8proc-dev       # NFC / NFKC normalizers
   libcpp-httplib-dev    # the OpenAI-compatible server
-  nodejs npm            # reference tokenizer library and OpenAI client for tests
   python3
 )
+# Node.js and npm run the reference tokenizer library and the OpenAI client in tests. A machine
+# may carry its own Node.js build (which bundles npm and conflicts with Debian's npm package), so
+# check for the commands, not the packages.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

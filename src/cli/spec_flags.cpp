@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "decode/speculative/draft_model_drafter.h"
 #include "decode/speculative/lookup_drafter.h"
+#include "decode/speculative/mtp_drafter.h"
 #include "kernels/numerics.h"
 
 namespace lockstep::cli {
@@ -54,7 +55,7 @@ std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, Model& target,
            " (draft and target must share a tokenizer)");
     return std::make_unique<DraftModelDrafter>(*draft_holder, sampling);
   }
-  fail("--spec mtp: this model has no MTP head support yet (", target.config().model_type, ")");
+  return std::make_unique<MtpSpecDrafter>(target, sampling);
 }
 
 }  // namespace lockstep::cli

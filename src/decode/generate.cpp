@@ -41,7 +41,13 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt,
   const int64_t V = model.config().vocab_size;
 
   auto t0 = std::chrono::steady_clock::now();
-  ForwardResult out = prefill(model, *seq, prompt, options.prefill_chunk);
+  // A drafter that reads target hiddens (MTP) needs them for every prompt position.
+  const bool hidden_drafter = options.drafter && options.drafter->needs_hidden();
+  ForwardResult out = prefill(model, *seq, prompt, hidden_drafter ? 0 : options.prefill_chunk,
+                              hidden_drafter);
+  if (hidden_drafter) options.drafter->observe_hidden(0, out.hidden);
+  // Row of the logits that choose the first generated token.
+  const int64_t first_row = out.rows - 1;
   r.stats.prefill_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
 
@@ -72,7 +78,7 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt,
     return static_cast<int64_t>(r.tokens.size()) < options.max_tokens;
   };
 
-  bool running = choose_and_emit(0);
+  bool running = choose_and_emit(first_row);
   std::vector<int32_t> block;
   while (running) {
     // The block: the last chosen token (not yet run) and the drafts that may follow it.
@@ -93,7 +99,9 @@ GenerateResult generate(Model& model, std::span<const int32_t> prompt,
     item.tokens = block;
     item.logits = block.size() == 1 ? ForwardItem::Logits::Last : ForwardItem::Logits::All;
     item.keep_rollback = block.size() > 1;
+    const int64_t block_start = seq->length;
     out = model.forward({&item, 1});
+    if (hidden_drafter) options.drafter->observe_hidden(block_start, out.hidden);
     // Row i holds the logits after block[i]; the token chosen there is kept, and the next row is
     // only meaningful if that token equals the draft the target consumed after block[i].
     for (size_t i = 0; i < block.size(); ++i) {

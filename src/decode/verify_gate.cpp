@@ -6,6 +6,7 @@
 #include "decode/batch_generate.h"
 #include "decode/speculative/draft_model_drafter.h"
 #include "decode/speculative/lookup_drafter.h"
+#include "decode/speculative/mtp_drafter.h"
 
 namespace lockstep {
 
@@ -79,6 +80,11 @@ GateReport run_gate(Model& model, const GateConfig& cfg,
         modes.push_back({"draft/w" + std::to_string(w), w, [&] {
                            return std::make_unique<DraftModelDrafter>(*cfg.draft_model,
                                                                       base.sampling);
+                         }});
+    if (model.mtp())
+      for (int w : cfg.mtp_widths)
+        modes.push_back({"mtp/w" + std::to_string(w), w, [&] {
+                           return std::make_unique<MtpSpecDrafter>(model, base.sampling);
                          }});
     for (const Mode& m : modes) {
       for (size_t i = 0; i < cfg.prompts.size(); ++i) {

@@ -21,6 +21,7 @@ struct GateConfig {
   int64_t prefill_chunk = 5;          // the chunked-prefill case
   std::vector<int> lookup_widths = {1, 2, 3, 4, 8};
   std::vector<int> draft_widths = {1, 2, 3, 4};
+  std::vector<int> mtp_widths = {1, 2, 3, 4};    // when the model has an MTP head
   Model* draft_model = nullptr;       // adds draft/wK cases
 };
 

@@ -19,6 +19,12 @@ class Drafter {
   // that keeps state re-synchronises from `history` itself: earlier drafts may have been rejected.
   virtual std::vector<int32_t> propose(std::span<const int32_t> history, int64_t prompt_len,
                                        int k) = 0;
+
+  // Drafters that read the target's hidden states (MTP) get, after every target forward, the
+  // final-normed hidden rows for positions first_position, first_position + 1, ...; rows past what
+  // was accepted are overwritten by later calls before they are read.
+  virtual bool needs_hidden() const { return false; }
+  virtual void observe_hidden(int64_t /*first_position*/, std::span<const float> /*rows*/) {}
 };
 
 }  // namespace lockstep

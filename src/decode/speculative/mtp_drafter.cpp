@@ -1,0 +1,57 @@
+#include "decode/speculative/mtp_drafter.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace lockstep {
+
+MtpSpecDrafter::MtpSpecDrafter(Model& target, const SamplingParams& sampling)
+    : mtp_(*[&] {
+        if (!target.mtp()) fail("--spec mtp: the model has no MTP head (no mtp.* tensors)");
+        return target.mtp();
+      }()),
+      H_(target.config().hidden_size),
+      V_(target.config().vocab_size),
+      sampler_(sampling),
+      seq_(mtp_.new_draft_sequence()) {}
+
+void MtpSpecDrafter::observe_hidden(int64_t first_position, std::span<const float> rows) {
+  const size_t end = static_cast<size_t>(first_position) * H_ + rows.size();
+  if (target_hidden_.size() < end) target_hidden_.resize(end);
+  std::copy(rows.begin(), rows.end(), target_hidden_.begin() + first_position * H_);
+}
+
+std::vector<int32_t> MtpSpecDrafter::propose(std::span<const int32_t> history, int64_t prompt_len,
+                                             int k) {
+  const int64_t L = static_cast<int64_t>(history.size());
+  if (k <= 0 || L < 2) return {};
+  if (static_cast<int64_t>(target_hidden_.size()) < (L - 1) * H_)
+    fail("mtp drafter: target hidden for position ", L - 2, " was not observed");
+  // Drop chained slots, then run true slots valid_slots_..L-2 in one call (teacher-forced
+  // catch-up; the last of them is the first draft).
+  valid_slots_ = std::min(valid_slots_, L - 2);
+  mtp_.truncate(*seq_, valid_slots_);
+  const int64_t first = valid_slots_, n = L - 1 - first;
+  DraftItem item{seq_.get(), history.subspan(first + 1, n),
+                 {target_hidden_.data() + first * H_, static_cast<size_t>(n * H_)}};
+  ForwardResult out = mtp_.draft({&item, 1});
+  valid_slots_ = L - 1;
+
+  std::vector<int32_t> context(history.begin(), history.end()), drafts;
+  int64_t row = out.rows - 1;
+  for (int i = 0; i < k; ++i) {
+    const int32_t d = sampler_.choose({&out.logits[row * V_], static_cast<size_t>(V_)},
+                                      {context, prompt_len}, static_cast<int64_t>(context.size()));
+    drafts.push_back(d);
+    context.push_back(d);
+    if (i + 1 == k) break;
+    const std::vector<float> h(out.hidden.begin() + row * H_, out.hidden.begin() + (row + 1) * H_);
+    DraftItem chained{seq_.get(), {&context.back(), 1}, h};
+    out = mtp_.draft({&chained, 1});
+    row = 0;
+  }
+  return drafts;
+}
+
+}  // namespace lockstep
