@@ -7,7 +7,7 @@
 
 namespace lockstep {
 
-BpeModel::BpeModel(const tok::json& m, const std::string& where) {
+BpeModel::BpeModel(const tok::json& m, ModelTables& tables, const std::string& where) {
   const std::string type = tok::string_or(m, "type", where, "BPE");
   if (type != "BPE")
     fail(tok::sub(where, "type"), ": unsupported model \"", type, "\" (only BPE is supported)");
@@ -26,14 +26,14 @@ BpeModel::BpeModel(const tok::json& m, const std::string& where) {
   byte_fallback_ = tok::bool_or(m, "byte_fallback", where, false);
   ignore_merges_ = tok::bool_or(m, "ignore_merges", where, false);
 
-  const tok::json& vocab = tok::required(m, "vocab", where);
-  if (!vocab.is_object()) fail(tok::sub(where, "vocab"), ": expected an object {token: id}");
-  vocab_.reserve(vocab.size());
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX)
-      fail(tok::sub(where, "vocab"), "[\"", it.key(), "\"]: expected a non-negative integer id");
-    vocab_.insert(it.key(), static_cast<int32_t>(it->get<int64_t>()));
+  if (!tables.error.empty()) fail(tables.error);
+  if (!tables.has_vocab) {
+    tok::required(m, "vocab", where);
+    fail(tok::sub(where, "vocab"), ": expected an object {token: id}");
   }
+  vocab_.reserve(tables.vocab.size());
+  for (auto& [token, id] : tables.vocab) vocab_.insert(token, static_cast<int32_t>(id));
+  tables.vocab = {};
 
   for (int b = 0; b < 256; ++b) {
     char name[8];
@@ -41,30 +41,28 @@ BpeModel::BpeModel(const tok::json& m, const std::string& where) {
     byte_ids_[b] = vocab_.find(name).value_or(-1);
   }
 
-  const tok::json* merges = tok::optional(m, "merges");
-  if (!merges) return;
-  if (!merges->is_array()) fail(tok::sub(where, "merges"), ": expected an array");
-  merges_.reserve(merges->size());
+  if (!tables.has_merges) {
+    if (tok::optional(m, "merges")) fail(tok::sub(where, "merges"), ": expected an array");
+    return;
+  }
+  merges_.reserve(tables.merges.size());
   std::string joined;
   uint32_t rank = 0;
-  for (size_t i = 0; i < merges->size(); ++i) {
-    const tok::json& e = (*merges)[i];
+  for (size_t i = 0; i < tables.merges.size(); ++i) {
+    const ModelTables::Merge& e = tables.merges[i];
     const std::string w = tok::sub(where, "merges[" + std::to_string(i) + "]");
     std::string_view a, b;
-    std::string legacy;
-    if (e.is_string()) {
-      legacy = e.get<std::string>();
-      if (legacy.rfind("#version", 0) == 0) continue;  // header line of merges.txt files
-      const size_t sp = legacy.find(' ');
-      if (sp == std::string::npos || legacy.find(' ', sp + 1) != std::string::npos)
+    if (e.legacy) {
+      const std::string& line = e.first;
+      if (line.rfind("#version", 0) == 0) continue;  // header line of merges.txt files
+      const size_t sp = line.find(' ');
+      if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos)
         fail(w, ": expected \"left right\" (two tokens separated by one space)");
-      a = std::string_view(legacy).substr(0, sp);
-      b = std::string_view(legacy).substr(sp + 1);
-    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-      a = e[0].get_ref<const std::string&>();
-      b = e[1].get_ref<const std::string&>();
+      a = std::string_view(line).substr(0, sp);
+      b = std::string_view(line).substr(sp + 1);
     } else {
-      fail(w, ": expected \"left right\" or [\"left\", \"right\"]");
+      a = e.first;
+      b = e.second;
     }
     const auto ia = vocab_.find(a), ib = vocab_.find(b);
     if (!ia) fail(w, ": token \"", a, "\" is not in model.vocab");
@@ -77,6 +75,7 @@ BpeModel::BpeModel(const tok::json& m, const std::string& where) {
     // A repeated pair keeps its last rank, like the reference's map built in order.
     merges_.insert_or_assign(pair_key(*ia, *ib), Merge{rank++, *inew});
   }
+  tables.merges = {};
 }
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {

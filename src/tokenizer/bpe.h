@@ -12,13 +12,16 @@
 #include <vector>
 
 #include "tokenizer/json_fields.h"
+#include "tokenizer/json_reader.h"
 #include "tokenizer/vocab.h"
 
 namespace lockstep {
 
 class BpeModel {
  public:
-  BpeModel(const tok::json& model, const std::string& where);
+  // `tables` holds model.vocab and model.merges as streamed by read_tokenizer_json; they are
+  // consumed (moved from).
+  BpeModel(const tok::json& model, ModelTables& tables, const std::string& where);
 
   // Appends the ids of one pre-tokenized word.
   void tokenize(std::string_view word, std::vector<int32_t>& out) const;

@@ -25,6 +25,8 @@ StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
     : tok_(tokenizer), skip_special_(skip_special) {}
 
 std::string StreamDecoder::push(int32_t id) {
+  // An id that decodes to nothing must not end a pending byte run either: skip it entirely.
+  if (!tok_.contains(id) || (skip_special_ && tok_.is_special(id))) return {};
   window_.push_back(id);
   if (tok_.is_fallback_byte(id)) return {};
   const std::string text = tok_.decode(window_, skip_special_);

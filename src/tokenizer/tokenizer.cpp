@@ -68,10 +68,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view raw, bool add_special) c
   return ids;
 }
 
-const std::string* Tokenizer::Impl::piece(int32_t id) const {
+std::optional<std::string_view> Tokenizer::Impl::piece(int32_t id) const {
   if (auto it = added_by_id.find(id); it != added_by_id.end()) {
-    if (auto f = decode_form.find(id); f != decode_form.end()) return &f->second;
-    return &added[it->second].content;
+    if (auto f = decode_form.find(id); f != decode_form.end()) return f->second;
+    return added[it->second].content;
   }
   return model->vocab().token(id);
 }
@@ -80,10 +80,10 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
-    const std::string* p = impl_->piece(id);
+    const auto p = impl_->piece(id);
     if (!p) continue;
     if (skip_special && is_special(id)) continue;
-    tokens.push_back(*p);
+    tokens.emplace_back(*p);
   }
   return impl_->decoder->decode(std::move(tokens));
 }
@@ -100,8 +100,8 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
 std::string Tokenizer::id_to_piece(int32_t id) const {
   if (auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end())
     return impl_->added[it->second].content;
-  const std::string* p = impl_->model->vocab().token(id);
-  return p ? *p : std::string();
+  const auto p = impl_->model->vocab().token(id);
+  return p ? std::string(*p) : std::string();
 }
 
 const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
@@ -110,15 +110,16 @@ std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
 
 bool Tokenizer::is_special(int32_t id) const {
   // The reference skips by content: any id whose string is a special token's string.
-  const std::string* p = impl_->piece(id);
-  if (!p) return false;
+  if (!impl_->piece(id)) return false;
   auto it = impl_->added_by_content.find(id_to_piece(id));
   return it != impl_->added_by_content.end() && impl_->added[it->second].special;
 }
 
+bool Tokenizer::contains(int32_t id) const { return impl_->piece(id).has_value(); }
+
 bool Tokenizer::is_fallback_byte(int32_t id) const {
   if (!impl_->decoder->has_byte_fallback()) return false;
-  const std::string* p = impl_->piece(id);
+  const auto p = impl_->piece(id);
   return p && p->size() == 6 && p->compare(0, 3, "<0x") == 0 && (*p)[5] == '>';
 }
 

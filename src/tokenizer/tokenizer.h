@@ -45,6 +45,8 @@ class Tokenizer {
   std::vector<int32_t> eos_ids() const;
   std::optional<int32_t> bos_id() const;
   bool is_special(int32_t id) const;
+  // True when `id` is in the vocabulary or the added tokens (decode skips other ids).
+  bool contains(int32_t id) const;
   // True for "<0xNN>" tokens when the decoder has ByteFallback (used by StreamDecoder).
   bool is_fallback_byte(int32_t id) const;
 

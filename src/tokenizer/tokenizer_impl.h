@@ -42,7 +42,7 @@ struct Tokenizer::Impl {
   void load_config_json(std::string_view text, const std::string& name);
   void add_generation_eos(std::string_view text, const std::string& name);
   // The token string used when decoding `id`, or nullptr when the id is unknown.
-  const std::string* piece(int32_t id) const;
+  std::optional<std::string_view> piece(int32_t id) const;
 };
 
 }  // namespace lockstep

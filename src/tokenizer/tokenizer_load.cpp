@@ -38,10 +38,11 @@ std::optional<std::string> token_text(const tok::json& cfg, const char* key,
 }  // namespace
 
 void Tokenizer::Impl::load_tokenizer_json(std::string_view text, const std::string& name) {
-  const tok::json j = parse(text, name);
+  ModelTables tables;
+  const tok::json j = read_tokenizer_json(text, name, tables);
   if (!j.is_object()) fail(name, ": expected a JSON object at the top level");
   const std::string root = name + ": ";
-  model = std::make_unique<BpeModel>(tok::required(j, "model", name), root + "model");
+  model = std::make_unique<BpeModel>(tok::required(j, "model", name), tables, root + "model");
   const tok::json null;
   const tok::json* n = tok::optional(j, "normalizer");
   has_normalizer = n != nullptr;
