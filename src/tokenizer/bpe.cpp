@@ -35,6 +35,13 @@ BpeModel::BpeModel(const tok::json& m, ModelTables& tables, const std::string& w
   for (auto& [token, id] : tables.vocab) vocab_.insert(token, static_cast<int32_t>(id));
   tables.vocab = {};
 
+  // The reference only notices a missing unk token when it first needs it, mid-encode; a file
+  // like that is broken, so say so at load time.
+  if (unk_token_) {
+    const auto unk = vocab_.find(*unk_token_);
+    if (!unk) fail(tok::sub(where, "unk_token"), ": \"", *unk_token_, "\" is not in model.vocab");
+    unk_id_ = *unk;
+  }
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -119,11 +126,9 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
         continue;
       }
     }
-    if (unk_token_) {
-      const auto unk = vocab_.find(*unk_token_);
-      if (!unk) fail("tokenizer.json: model.unk_token \"", *unk_token_, "\" is not in model.vocab");
+    if (unk_id_ >= 0) {
       if (pending_unk >= 0 && !fuse_unk_) ids.push_back(pending_unk);
-      if (pending_unk < 0 || !fuse_unk_) pending_unk = *unk;
+      if (pending_unk < 0 || !fuse_unk_) pending_unk = unk_id_;
     }
   }
   if (pending_unk >= 0) ids.push_back(pending_unk);

@@ -56,6 +56,7 @@ class BpeModel {
   std::optional<std::string> unk_token_;
   std::string prefix_, suffix_;  // continuing_subword_prefix, end_of_word_suffix
   bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
+  int32_t unk_id_ = -1;
   int32_t byte_ids_[256];        // id of "<0xNN>" or -1 (byte fallback)
 };
 

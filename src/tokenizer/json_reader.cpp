@@ -131,6 +131,7 @@ class Reader {
   }
   bool value(json&& v) {
     const Mode m = mode();
+    if (m == kVocab) return vocab_id(0, false);
     if (m == kMerges || m == kPair) return bad_entry(json());
     place(std::move(v));
     return true;

@@ -119,6 +119,15 @@ TEST(Tokenizer, MalformedFilesNameTheField) {
   j["added_tokens"][0]["content"] = 5;
   EXPECT_NE(error_of(j).find("added_tokens[0].content: expected a string"), std::string::npos);
 
+  // Found by fuzz_tokenizer_load: a missing unk token used to fail only mid-encode, and a null
+  // vocabulary entry dereferenced a null tree node.
+  j = byte_level_tokenizer();
+  j["model"]["unk_token"] = "<nope>";
+  EXPECT_NE(error_of(j).find("model.unk_token"), std::string::npos) << error_of(j);
+  j = byte_level_tokenizer();
+  j["model"]["vocab"]["he"] = nullptr;
+  EXPECT_NE(error_of(j).find("model.vocab[\"he\"]"), std::string::npos) << error_of(j);
+
   EXPECT_THROW(Tokenizer::from_json("{not json"), Error);
   EXPECT_THROW(Tokenizer::from_json("[]"), Error);
 }
