@@ -59,7 +59,10 @@ GateReport run_gate(Model& model, const GateConfig& cfg,
     const double batch_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (size_t i = 0; i < cfg.prompts.size(); ++i) {
-      GateCase c{"batched", i, temp};
+      GateCase c;
+      c.mode = "batched";
+      c.prompt = i;
+      c.temperature = temp;
       c.seconds = batch_seconds / double(cfg.prompts.size());
       compare(baseline[i], batched[i].tokens, c);
       record(c);
@@ -99,7 +102,10 @@ GateReport run_gate(Model& model, const GateConfig& cfg,
         }
         t0 = std::chrono::steady_clock::now();
         const GenerateResult r = generate(model, cfg.prompts[i], o);
-        GateCase c{m.name, i, temp};
+        GateCase c;
+        c.mode = m.name;
+        c.prompt = i;
+        c.temperature = temp;
         c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         c.spec = r.spec;
         compare(baseline[i], r.tokens, c);
