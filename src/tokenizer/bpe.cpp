@@ -31,6 +31,13 @@ BpeModel::BpeModel(const tok::json& m, ModelTables& tables, const std::string& w
     tok::required(m, "vocab", where);
     fail(tok::sub(where, "vocab"), ": expected an object {token: id}");
   }
+  // Ids index flat tables, so a huge id would allocate gigabytes; real vocabularies stay far
+  // below 2^24 (Gemma-3: 262k).
+  constexpr int64_t kMaxId = int64_t{1} << 24;
+  for (const auto& [token, id] : tables.vocab)
+    if (id >= kMaxId)
+      fail(tok::sub(where, "vocab"), "[\"", token, "\"]: id ", id, " is too large (limit ", kMaxId,
+           ")");
   vocab_.reserve(tables.vocab.size());
   for (auto& [token, id] : tables.vocab) vocab_.insert(token, static_cast<int32_t>(id));
   tables.vocab = {};
