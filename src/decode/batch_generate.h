@@ -1,6 +1,6 @@
-// Classic decode of several requests stepping together: prompts are prefilled in shared forward
-// calls and every decode forward carries one token of each unfinished sequence. The generation
-// gate uses it to prove that a request's tokens do not depend on its batch.
+// Several requests stepping together: every forward carries the next item (prefill chunk, or last
+// token plus drafts) of each unfinished sequence. The generation gate uses it to prove that a
+// request's tokens do not depend on its batch.
 #pragma once
 
 #include <span>
@@ -10,7 +10,7 @@
 
 namespace lockstep {
 
-// Stops at eos ids and max_tokens (stop strings and drafters are not used here).
+// `options.drafter` must be null here (a drafter serves one sequence); everything else applies.
 std::vector<GenerateResult> generate_batch(Model& model,
                                            std::span<const std::vector<int32_t>> prompts,
                                            const GenerateOptions& options);

@@ -48,6 +48,7 @@ class DenseModel final : public Model {
 
   const ModelConfig& config() const override { return config_; }
   const KvPool& kv_pool() const override { return kv_; }
+  KvPool& kv_pool() override { return kv_; }
 
   std::unique_ptr<SequenceState> new_sequence() override {
     return std::make_unique<SequenceState>(&kv_);

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -55,6 +56,19 @@ void KvPool::shrink(std::vector<int32_t>& blocks, int64_t tokens) {
     free_.push_back(blocks.back());
     blocks.pop_back();
   }
+}
+
+void KvPool::copy_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& dst,
+                         int64_t tokens) {
+  reserve(dst, tokens);
+  const size_t block_floats = static_cast<size_t>(block_tokens_ * n_kv_heads_ * head_dim_);
+  for (int64_t l = 0; l < n_layers_; ++l)
+    for (size_t b = 0; b < dst.size(); ++b)
+      for (int kv = 0; kv < 2; ++kv) {
+        float* layer_base = base_ + (2 * static_cast<size_t>(l) + kv) * layer_floats_;
+        std::memcpy(layer_base + dst[b] * block_floats, layer_base + src[b] * block_floats,
+                    block_floats * sizeof(float));
+      }
 }
 
 kernels::KvLayerView KvPool::layer(int64_t l) const {

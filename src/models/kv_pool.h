@@ -31,6 +31,10 @@ class KvPool {
   // Returns the blocks past what `tokens` positions need to the pool.
   void shrink(std::vector<int32_t>& blocks, int64_t tokens);
 
+  // Gives `dst` (empty) its own blocks holding copies of the first `tokens` positions of `src`
+  // (prefix reuse and fork: copied bits are the bits a recompute would write).
+  void copy_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& dst, int64_t tokens);
+
   kernels::KvLayerView layer(int64_t l) const;
   // Where position p of a sequence with this block table stores its key (value) for layer l.
   float* key_slot(int64_t l, const std::vector<int32_t>& blocks, int64_t p);

@@ -6,6 +6,18 @@
 
 namespace lockstep {
 
+std::unique_ptr<SequenceState> Model::fork(const SequenceState& src, int64_t length) {
+  if (length < src.rollback_floor || length > src.length)
+    fail("fork: length ", length, " outside [", src.rollback_floor, ", ", src.length, "]");
+  auto dst = new_sequence();
+  kv_pool().copy_prefix(src.kv_blocks, dst->kv_blocks, src.length);
+  dst->length = src.length;
+  dst->rollback_floor = src.rollback_floor;
+  if (src.recurrent) dst->recurrent = src.recurrent->clone();
+  truncate(*dst, length);
+  return dst;
+}
+
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
   const ModelConfig config = load_model_config(dir);
   if (config.model_type == "llama" || config.model_type == "qwen2" ||

@@ -99,6 +99,11 @@ class Model {
   // Forgets every token past `length` (rollback_floor <= length <= seq.length).
   virtual void truncate(SequenceState& seq, int64_t length) = 0;
   virtual const KvPool& kv_pool() const = 0;
+  virtual KvPool& kv_pool() = 0;
+  // A new sequence holding the first `length` tokens of `src` (its own copy of the KV blocks and
+  // recurrent state): what the prefix cache hands to a request sharing a prompt prefix. Needs
+  // src.rollback_floor <= length <= src.length.
+  std::unique_ptr<SequenceState> fork(const SequenceState& src, int64_t length);
   // Bytes of recurrent state one sequence holds (0 for attention-only models).
   virtual size_t state_bytes_per_sequence() const { return 0; }
   // The checkpoint's MTP head, or nullptr when it has none (or the family has no such head).

@@ -75,6 +75,7 @@ class HybridModel final : public Model {
 
   const ModelConfig& config() const override { return config_; }
   const KvPool& kv_pool() const override { return kv_; }
+  KvPool& kv_pool() override { return kv_; }
   MtpDrafter* mtp() override { return mtp_.get(); }
 
   size_t state_bytes_per_sequence() const override {

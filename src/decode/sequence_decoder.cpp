@@ -1,0 +1,157 @@
+#include "decode/sequence_decoder.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace lockstep {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+size_t find_stop(const std::string& text, const std::vector<std::string>& stops) {
+  size_t best = std::string::npos;
+  for (const auto& s : stops)
+    if (!s.empty()) best = std::min(best, text.find(s));
+  return best;
+}
+}  // namespace
+
+SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
+                                 GenerateOptions options, std::function<bool(int32_t)> on_token,
+                                 std::unique_ptr<SequenceState> state)
+    : model_(model),
+      options_(std::move(options)),
+      on_token_(std::move(on_token)),
+      sampler_(options_.sampling),
+      seq_(state ? std::move(state) : model.new_sequence()),
+      history_(std::move(prompt)),
+      prompt_len_(history_.size()),
+      hidden_drafter_(options_.drafter && options_.drafter->needs_hidden()),
+      t0_(std::chrono::steady_clock::now()) {
+  if (options_.max_tokens < 0) fail("max tokens must be >= 0, got ", options_.max_tokens);
+  if (!options_.stop.empty() && !options_.detokenize)
+    fail("stop strings need a tokenizer (the model directory has no tokenizer.json)");
+  if (options_.drafter && options_.draft_width < 1)
+    fail("draft width must be >= 1, got ", options_.draft_width);
+  if (history_.empty()) fail("the prompt is empty (at least one token is needed)");
+  prefilled_ = seq_->length;
+  if (prefilled_ >= static_cast<int64_t>(prompt_len_))
+    fail("decoder: the given state already holds ", prefilled_, " of ", prompt_len_,
+         " prompt tokens (at least one must remain to produce logits)");
+  if (hidden_drafter_ && prefilled_ > 0)
+    fail("decoder: an MTP drafter needs every prompt position's hidden state; do not reuse a prefix");
+  result_.stats.prompt_tokens = static_cast<int64_t>(prompt_len_);
+  result_.finish_reason = "length";
+  if (options_.max_tokens == 0) finished_ = true;
+}
+
+ForwardItem SequenceDecoder::next_item(int64_t budget) {
+  LOCKSTEP_CHECK(!finished_, "next_item on a finished decoder");
+  ForwardItem item;
+  item.seq = seq_.get();
+  if (prefilling()) {
+    // The one prefill path: consecutive chunks of the prompt; only the final one needs logits
+    // (every row when a drafter reads hidden states).
+    int64_t chunk = budget > 0 ? budget : options_.prefill_chunk;
+    if (chunk <= 0) chunk = prompt_remaining();
+    const int64_t n = std::min(chunk, prompt_remaining());
+    block_.assign(history_.begin() + prefilled_, history_.begin() + prefilled_ + n);
+    const bool final_chunk = prefilled_ + n == static_cast<int64_t>(prompt_len_);
+    item.logits = hidden_drafter_ ? ForwardItem::Logits::All
+                  : final_chunk   ? ForwardItem::Logits::Last
+                                  : ForwardItem::Logits::None;
+  } else {
+    // The last chosen token (not yet run) and the drafts that may follow it.
+    block_.assign(1, history_.back());
+    if (options_.drafter) {
+      const int64_t room =
+          options_.max_tokens - static_cast<int64_t>(result_.tokens.size()) - 1;
+      const int k = static_cast<int>(std::min<int64_t>(options_.draft_width, room));
+      const int64_t V = model_.config().vocab_size;
+      if (k > 0)
+        for (int32_t d : options_.drafter->propose(history_, static_cast<int64_t>(prompt_len_), k))
+          if (d >= 0 && d < V && static_cast<int>(block_.size()) <= k) block_.push_back(d);
+      ++result_.spec.rounds;
+      result_.spec.drafted += static_cast<int64_t>(block_.size()) - 1;
+    }
+    item.logits = block_.size() == 1 ? ForwardItem::Logits::Last : ForwardItem::Logits::All;
+    item.keep_rollback = block_.size() > 1;
+  }
+  item.tokens = block_;
+  return item;
+}
+
+bool SequenceDecoder::choose_and_emit(const float* logits) {
+  const int64_t V = model_.config().vocab_size;
+  const int32_t token = sampler_.choose({logits, static_cast<size_t>(V)},
+                                        {history_, static_cast<int64_t>(prompt_len_)},
+                                        static_cast<int64_t>(history_.size()));
+  history_.push_back(token);
+  result_.tokens.push_back(token);
+  if (on_token_ && !on_token_(token)) {
+    result_.finish_reason = "cancelled";
+    return false;
+  }
+  const auto& eos = options_.eos_ids;
+  if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
+    result_.finish_reason = "stop";
+    return false;
+  }
+  if (!options_.stop.empty()) {
+    const size_t at = find_stop(options_.detokenize(result_.tokens), options_.stop);
+    if (at != std::string::npos) {
+      result_.finish_reason = "stop";
+      result_.text_limit = at;
+      return false;
+    }
+  }
+  return static_cast<int64_t>(result_.tokens.size()) < options_.max_tokens;
+}
+
+void SequenceDecoder::consume(const ForwardResult& out, size_t index) {
+  const int64_t V = model_.config().vocab_size, H = model_.config().hidden_size;
+  const int64_t first = out.first_row[index];
+  const int64_t block_start = seq_->length - static_cast<int64_t>(block_.size());
+  if (hidden_drafter_) {
+    // Such a decoder asks for every row of every item, so there is one hidden row per token.
+    const int64_t rows = static_cast<int64_t>(block_.size());
+    options_.drafter->observe_hidden(
+        block_start, {&out.hidden[first * H], static_cast<size_t>(rows * H)});
+  }
+  if (prefilling()) {
+    prefilled_ += static_cast<int64_t>(block_.size());
+    if (prefilling()) return;  // more chunks to come
+    result_.stats.prefill_seconds = seconds_since(t0_);
+    t0_ = std::chrono::steady_clock::now();
+    const int64_t last = hidden_drafter_ ? first + static_cast<int64_t>(block_.size()) - 1 : first;
+    if (!choose_and_emit(&out.logits[last * V])) finished_ = true;
+  } else {
+    // Row i holds the logits after block[i]; the token chosen there is kept, and the next row is
+    // only meaningful if that token equals the draft the target consumed after block[i].
+    for (size_t i = 0; i < block_.size(); ++i) {
+      const bool running = choose_and_emit(&out.logits[(first + static_cast<int64_t>(i)) * V]);
+      const bool draft_matches = i + 1 < block_.size() && history_.back() == block_[i + 1];
+      if (draft_matches) ++result_.spec.accepted;
+      if (!running) finished_ = true;
+      if (!running || !draft_matches) break;
+    }
+    // The cache must hold exactly the history minus its last (not yet run) token.
+    const int64_t valid = static_cast<int64_t>(history_.size()) - 1;
+    if (seq_->length > valid) model_.truncate(*seq_, valid);
+  }
+  if (finished_) {
+    result_.stats.generated_tokens = static_cast<int64_t>(result_.tokens.size());
+    result_.stats.decode_seconds = seconds_since(t0_);
+  }
+}
+
+void SequenceDecoder::cancel() {
+  if (finished_) return;
+  finished_ = true;
+  result_.finish_reason = "cancelled";
+  result_.stats.generated_tokens = static_cast<int64_t>(result_.tokens.size());
+}
+
+}  // namespace lockstep

@@ -1,0 +1,61 @@
+// One request's decoding, one forward at a time. It owns the sequence's state, token history,
+// sampler and drafter, says what the sequence feeds next (a prefill chunk, or its last token plus
+// drafts) and consumes that forward's rows: choosing tokens, accepting drafts, rolling back, and
+// checking stop conditions. generate() runs one decoder alone; the scheduler runs many in shared
+// forwards. Both therefore execute the same decode logic, and a request's tokens cannot depend on
+// which of them ran it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "decode/generate.h"
+
+namespace lockstep {
+
+class SequenceDecoder {
+ public:
+  // `state` may hold a prefix of the prompt already (from the prefix cache); nullptr: a new one.
+  SequenceDecoder(Model& model, std::vector<int32_t> prompt, GenerateOptions options,
+                  std::function<bool(int32_t)> on_token = {},
+                  std::unique_ptr<SequenceState> state = nullptr);
+
+  bool finished() const { return finished_; }
+  bool prefilling() const { return prefilled_ < static_cast<int64_t>(prompt_len_); }
+  int64_t prompt_remaining() const { return static_cast<int64_t>(prompt_len_) - prefilled_; }
+
+  // The next forward's item for this sequence. `budget` caps a prefill chunk (0: the decoder's
+  // own prefill_chunk, or the whole prompt). The item's tokens stay valid until consume().
+  ForwardItem next_item(int64_t budget = 0);
+  // Processes this sequence's rows of a forward result (item index `index` in that forward).
+  void consume(const ForwardResult& out, size_t index);
+  // Stops with finish_reason "cancelled" (frees nothing by itself; the owner drops the decoder).
+  void cancel();
+
+  const GenerateResult& result() const { return result_; }
+  GenerateResult& result() { return result_; }
+  const std::vector<int32_t>& history() const { return history_; }
+  SequenceState& state() { return *seq_; }
+  std::unique_ptr<SequenceState> take_state() { return std::move(seq_); }
+
+ private:
+  bool choose_and_emit(const float* logits);
+
+  Model& model_;
+  GenerateOptions options_;
+  std::function<bool(int32_t)> on_token_;
+  Sampler sampler_;
+  std::unique_ptr<SequenceState> seq_;
+  std::vector<int32_t> history_;
+  size_t prompt_len_;
+  int64_t prefilled_ = 0;      // prompt tokens already in the cache
+  std::vector<int32_t> block_;  // tokens of the pending item
+  bool hidden_drafter_;
+  bool finished_ = false;
+  GenerateResult result_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace lockstep
