@@ -16,7 +16,8 @@ ScopePtr child(const ScopePtr& parent) {
   return s;
 }
 
-void bind(Scope& scope, const std::vector<std::string>& names, const Value& v) {
+// (Not named `bind`: argument-dependent lookup would pick std::bind for a std::vector argument.)
+void bind_targets(Scope& scope, const std::vector<std::string>& names, const Value& v) {
   if (names.size() == 1) {
     scope.vars[names[0]] = v;
     return;
@@ -116,7 +117,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, const ScopePtr& scope, std::strin
       }
       case K::Break: return Flow::Break;
       case K::Continue: return Flow::Continue;
-      case K::Scope: return exec(s.body, scope, out);
+      case K::Scope: return exec(s.body, child(scope), out);  // a call block in transformers
     }
   } catch (const LocatedError&) {
     throw;
@@ -134,27 +135,29 @@ void Evaluator::exec_for(const Stmt& s, const ScopePtr& scope, std::string& out)
     std::vector<Value> kept;
     for (const Value& item : items) {
       ScopePtr probe = child(scope);
-      bind(*probe, s.targets, item);
+      bind_targets(*probe, s.targets, item);
       if (eval(*s.cond, probe).truthy()) kept.push_back(item);
     }
     items = std::move(kept);
   }
-  if (items.empty()) {
-    exec(s.else_body, child(scope), out);
-    return;
-  }
+  // Jinja2 runs the else block unless some iteration finished its body: an iteration cut short
+  // by continue or break does not count (its compiled loop clears the flag at the body's end).
+  bool completed = false;
   for (size_t i = 0; i < items.size(); ++i) {
     ScopePtr iteration = child(scope);
-    bind(*iteration, s.targets, items[i]);
+    bind_targets(*iteration, s.targets, items[i]);
     iteration->vars["loop"] = loop_object(items, i);
-    if (exec(s.body, iteration, out) == Flow::Break) break;
+    const Flow f = exec(s.body, iteration, out);
+    if (f == Flow::Normal) completed = true;
+    if (f == Flow::Break) break;
   }
+  if (!completed) exec(s.else_body, child(scope), out);
 }
 
 void Evaluator::exec_set(const Stmt& s, const ScopePtr& scope) {
   Value v = eval(*s.expr, scope);
   if (s.text.empty()) {
-    bind(*scope, s.targets, v);
+    bind_targets(*scope, s.targets, v);
     return;
   }
   const Value* target = scope->find(s.targets[0]);

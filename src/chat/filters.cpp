@@ -152,7 +152,13 @@ const std::map<std::string, FilterFn>& filters() {
     m["attr"] = [](const Value& v, const Args& a) {
       const Value* n = a.get(0, "name");
       if (!n) fail("attr() needs a name");
-      return get_attr(v, want_string(*n, "attribute name"));
+      // Python getattr only: a dict's items are not attributes (its methods are).
+      const std::string& name = want_string(*n, "attribute name");
+      if (v.is_mapping()) {
+        const Value m = get_attr(v, name);
+        return m.is_callable() ? m : Value::undefined("'dict object' has no attribute '" + name + "'");
+      }
+      return get_attr(v, name);
     };
     m["capitalize"] = [](const Value& v, const Args&) { return Value(text::capitalize(v.to_str())); };
     m["length"] = [](const Value& v, const Args&) { return Value(length(v)); };

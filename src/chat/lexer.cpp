@@ -289,6 +289,29 @@ class Lexer {
   }
 
   size_t number(size_t p, Token* t) {
+    // 0b / 0o / 0x integers (Python's forms, underscores allowed).
+    if (s_[p] == '0' && p + 1 < s_.size() && std::strchr("bBoOxX", s_[p + 1]) && s_[p + 1] != 0) {
+      const int base = (s_[p + 1] | 32) == 'b' ? 2 : (s_[p + 1] | 32) == 'o' ? 8 : 16;
+      size_t e = p + 2;
+      std::string digits;
+      for (; e < s_.size(); ++e) {
+        const char c = static_cast<char>(s_[e] | 32);
+        const int d = is_digit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : s_[e] == '_' ? -2 : -1;
+        if (d == -2) continue;
+        if (d < 0 || d >= base) break;
+        digits += s_[e];
+      }
+      if (!digits.empty()) {
+        t->type = TokenType::Integer;
+        t->text = s_.substr(p, e - p);
+        try {
+          t->int_value = std::stoll(digits, nullptr, base);
+        } catch (const std::exception&) {
+          error(p, "integer literal out of range: " + t->text);
+        }
+        return e;
+      }
+    }
     auto digits = [&](size_t i) {
       while (i < s_.size() && (is_digit(s_[i]) || (s_[i] == '_' && i + 1 < s_.size() && is_digit(s_[i + 1]))))
         ++i;
