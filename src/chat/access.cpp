@@ -84,8 +84,8 @@ Value string_method(const std::string& s, const std::string& name, const Args& a
     return Value(text::replace(s, want_string(*from, "old"), want_string(*to, "new"),
                                count ? want_int(*count, "count") : -1));
   }
-  if (name == "upper") return Value(text::ascii_upper(s));
-  if (name == "lower") return Value(text::ascii_lower(s));
+  if (name == "upper") return Value(text::upper(s));
+  if (name == "lower") return Value(text::lower(s));
   if (name == "title") return Value(text::title(s));
   if (name == "capitalize") return Value(text::capitalize(s));
   if (name == "splitlines") return strings(text::split_lines(s));
@@ -126,8 +126,8 @@ Value string_method(const std::string& s, const std::string& name, const Args& a
   if (name == "isdigit") return Value(all_cps(s, [](uint32_t c) { return c >= '0' && c <= '9'; }));
   if (name == "isalpha")
     return Value(all_cps(s, [](uint32_t c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }));
-  if (name == "isupper") return Value(text::ascii_lower(s) != s && text::ascii_upper(s) == s);
-  if (name == "islower") return Value(text::ascii_upper(s) != s && text::ascii_lower(s) == s);
+  if (name == "isupper") return Value(text::lower(s) != s && text::upper(s) == s);
+  if (name == "islower") return Value(text::upper(s) != s && text::lower(s) == s);
   fail("'str' object has no attribute '", name, "'");
 }
 
@@ -246,6 +246,7 @@ Value get_item(const Value& obj, const Value& key) {
 
 Value get_slice(const Value& obj, const Value* start, const Value* stop, const Value* step) {
   if (obj.is_undefined()) fail(obj.undefined_hint());
+  // Jinja2 compiles a slice to a plain Python subscript, so slicing anything else is an error.
   if (!obj.is_list() && !obj.is_string()) fail("'", obj.type_name(), "' object is not subscriptable");
   const bool str = obj.is_string();
   const std::vector<size_t> at = str ? text::code_point_offsets(obj.str()) : std::vector<size_t>{};

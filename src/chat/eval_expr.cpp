@@ -110,7 +110,12 @@ Value arithmetic(const std::string& op, const Value& x, const Value& y) {
       }
       return Value(acc);
     }
-    if (nums) return Value(std::pow(x.number(), y.number()));
+    if (nums) {
+      if (x.number() == 0 && y.number() < 0) fail("0.0 cannot be raised to a negative power");
+      const double r = std::pow(x.number(), y.number());
+      if (std::isinf(r) && std::isfinite(x.number()) && std::isfinite(y.number())) fail("numerical result out of range");
+      return Value(r);
+    }
   }
   type_error(op, x, y);
 }

@@ -40,7 +40,7 @@ Value attribute_path(const Value& item, const std::string& path) {
 // Sort/min/max/unique keys: strings compare case-insensitively unless case_sensitive is set.
 Value sort_key(const Value& v, const Value* attribute, bool case_sensitive) {
   Value k = attribute ? attribute_path(v, want_string(*attribute, "attribute")) : v;
-  if (!case_sensitive && k.is_string()) return Value(text::ascii_lower(k.str()));
+  if (!case_sensitive && k.is_string()) return Value(text::lower(k.str()));
   return k;
 }
 
@@ -128,6 +128,7 @@ std::string html_escape(const std::string& s) {
 }
 
 Value indent(const Value& s, const Args& a) {
+  if (!s.is_string()) fail("indent expects a string, not '", s.type_name(), "'");  // Jinja2: s += "\n"
   const Value* w = a.get(0, "width");
   std::string pad = w && w->is_string() ? w->str() : std::string(size_t(w ? std::max<int64_t>(0, want_int(*w, "width")) : 4), ' ');
   const bool first = flag(a, 1, "first"), blank = flag(a, 2, "blank");
@@ -198,6 +199,7 @@ const std::map<std::string, FilterFn>& filters() {
     };
     m["float"] = [](const Value& v, const Args& a) {
       const Value* d = a.get(0, "default");
+      if (v.is_undefined()) fail(v.undefined_hint());  // float(Undefined) raises in Jinja2
       if (v.is_number()) return Value(v.number());
       if (v.is_string()) {
         try {
@@ -212,6 +214,7 @@ const std::map<std::string, FilterFn>& filters() {
     };
     m["int"] = [](const Value& v, const Args& a) {
       const Value* d = a.get(0, "default");
+      if (v.is_undefined()) fail(v.undefined_hint());
       if (v.is_float()) return Value(int64_t(std::trunc(v.number())));
       if (v.is_number()) return Value(v.integer());
       if (v.is_string()) {
@@ -246,9 +249,21 @@ const std::map<std::string, FilterFn>& filters() {
       return Value(out);
     };
     m["list"] = [](const Value& v, const Args&) { return Value::list(iterate(v)); };
-    m["lower"] = [](const Value& v, const Args&) { return Value(text::ascii_lower(v.to_str())); };
-    m["upper"] = [](const Value& v, const Args&) { return Value(text::ascii_upper(v.to_str())); };
-    m["title"] = [](const Value& v, const Args&) { return Value(text::title(v.to_str())); };
+    m["lower"] = [](const Value& v, const Args&) { return Value(text::lower(v.to_str())); };
+    m["upper"] = [](const Value& v, const Args&) { return Value(text::upper(v.to_str())); };
+    m["title"] = [](const Value& v, const Args&) {
+      // Jinja2's own rule, not str.title(): words start after runs of whitespace or -({[<.
+      std::string out;
+      bool start = true;
+      for (uint32_t cp : text::decode(v.to_str())) {
+        const bool delim = text::is_space(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+        std::string one;
+        text::append_utf8(one, cp);
+        out += delim ? one : start ? text::upper(one) : text::lower(one);
+        start = delim;
+      }
+      return Value(out);
+    };
     m["trim"] = [](const Value& v, const Args& a) {
       const Value* chars = opt(a, 0, "chars");
       return Value(text::strip(v.to_str(), chars ? &want_string(*chars, "chars") : nullptr, true, true));
@@ -281,6 +296,8 @@ const std::map<std::string, FilterFn>& filters() {
       const double scale = std::pow(10.0, double(p ? want_int(*p, "precision") : 0));
       const double x = v.number() * scale;
       double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
+      // Python's round() of an int is an int; ceil/floor give floats.
+      if (!v.is_float() && method == "common") return Value(v.integer());
       return Value(r / scale);
     };
     m["safe"] = [](const Value& v, const Args&) { return v; };
@@ -328,7 +345,17 @@ const std::map<std::string, FilterFn>& filters() {
       return Value::list(std::move(out));
     };
     m["wordcount"] = [](const Value& v, const Args&) {
-      return Value(int64_t(text::split(v.to_str(), nullptr, -1).size()));
+      // len(re.findall(r"\w+", str(v))): runs of letters, digits and underscores.
+      int64_t n = 0;
+      bool in_word = false;
+      for (uint32_t cp : text::decode(v.to_str())) {
+        const bool w = cp == '_' || (cp >= '0' && cp <= '9') || ((cp | 32) >= 'a' && (cp | 32) <= 'z') ||
+                       (cp >= 0xAA && !text::is_space(cp) && cp != 0xD7 && cp != 0xF7 && !(cp >= 0x2000 && cp <= 0x2BFF) &&
+                        !(cp >= 0x3000 && cp <= 0x303F) && !(cp >= 0xFF00 && cp <= 0xFF0F));
+        n += w && !in_word;
+        in_word = w;
+      }
+      return Value(n);
     };
     return m;
   }();

@@ -11,45 +11,6 @@ namespace {
 ExprPtr make(Expr::Kind k, const Token& at) { return std::make_unique<Expr>(k, at.line, at.column); }
 }  // namespace
 
-bool Parser::skip_op(const char* op) {
-  if (!is_op(op)) return false;
-  next();
-  return true;
-}
-
-bool Parser::skip_name(const char* n) {
-  if (!is_name(n)) return false;
-  next();
-  return true;
-}
-
-void Parser::expect_op(const char* op) {
-  if (!skip_op(op)) unexpected(std::string("'") + op + "'");
-}
-
-std::string Parser::expect_name() {
-  if (cur().type != TokenType::Name) unexpected("a name");
-  return next().text;
-}
-
-void Parser::error(const Token& at, const std::string& msg) const {
-  throw Error(location(at.line, at.column) + "syntax error: " + msg);
-}
-
-void Parser::unexpected(const std::string& wanted) const {
-  const Token& t = cur();
-  std::string got;
-  switch (t.type) {
-    case TokenType::End: got = "end of template"; break;
-    case TokenType::VarEnd: got = "'}}'"; break;
-    case TokenType::BlockEnd: got = "'%}'"; break;
-    case TokenType::Data: got = "template text"; break;
-    case TokenType::String: got = "a string"; break;
-    default: got = "'" + t.text + "'";
-  }
-  error(t, "expected " + wanted + ", found " + got);
-}
-
 ExprPtr Parser::parse_tuple(bool with_condexpr, const std::vector<std::string>& extra_end,
                             bool explicit_parens) {
   const Token at = cur();

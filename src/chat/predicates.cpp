@@ -5,6 +5,7 @@
 #include <map>
 
 #include "chat/builtins.h"
+#include "chat/eval.h"
 #include "chat/text.h"
 #include "core/error.h"
 
@@ -31,7 +32,11 @@ bool compare(const Value& x, const Value& y, const std::string& op) {
 
 bool contains(const Value& container, const Value& item) {
   if (container.is_string()) return container.str().find(want_string(item, "'in' operand")) != std::string::npos;
-  if (container.is_dict() && container.is_mapping()) return container.dict().find(item) != nullptr;
+  if (container.is_dict() && container.is_mapping()) {
+    if (item.is_list() && !item.list().is_tuple) fail("unhashable type: 'list'");
+    if (item.is_dict()) fail("unhashable type: '", item.type_name(), "'");
+    return container.dict().find(item) != nullptr;
+  }
   for (const Value& v : iterate(container))
     if (equals(v, item)) return true;
   return false;
@@ -57,19 +62,22 @@ const std::map<std::string, TestFn>& tests() {
     m["sequence"] = [](const Value& v, const Args&) {
       return v.is_undefined() || v.is_string() || v.is_list() || v.is_mapping();
     };
-    m["callable"] = [](const Value& v, const Args&) { return v.is_callable(); };
-    m["odd"] = [](const Value& v, const Args&) { return want_int(v, "odd test value") % 2 != 0; };
-    m["even"] = [](const Value& v, const Args&) { return want_int(v, "even test value") % 2 == 0; };
+    // Jinja2's Undefined defines __call__ (to raise), so it counts as callable.
+    m["callable"] = [](const Value& v, const Args&) { return v.is_callable() || v.is_undefined(); };
+    // Python's `value % 2 == 1` etc., so floats work too.
+    m["odd"] = [](const Value& v, const Args&) { return equals(arithmetic("%", v, Value(2)), Value(1)); };
+    m["even"] = [](const Value& v, const Args&) { return equals(arithmetic("%", v, Value(2)), Value(0)); };
     m["divisibleby"] = [](const Value& v, const Args& a) {
-      const int64_t d = want_int(arg(a, "divisibleby"), "divisor");
-      if (d == 0) fail("integer division or modulo by zero");
-      return want_int(v, "divisibleby test value") % d == 0;
+      return equals(arithmetic("%", v, arg(a, "divisibleby")), Value(0));
     };
+    // str.islower()/isupper(): no characters of the other case and at least one cased one.
     m["lower"] = [](const Value& v, const Args&) {
-      return v.is_string() && text::ascii_lower(v.str()) == v.str();
+      const std::string t = v.to_str();
+      return text::lower(t) == t && text::upper(t) != t;
     };
     m["upper"] = [](const Value& v, const Args&) {
-      return v.is_string() && text::ascii_upper(v.str()) == v.str();
+      const std::string t = v.to_str();
+      return text::upper(t) == t && text::lower(t) != t;
     };
     m["sameas"] = [](const Value& v, const Args& a) {
       const Value& o = arg(a, "sameas");

@@ -175,39 +175,91 @@ std::string replace(std::string_view s, std::string_view from, std::string_view 
   return out;
 }
 
-std::string ascii_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
-std::string ascii_upper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-  return out;
-}
-
 namespace {
-bool ascii_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// Simple (one-to-one) case mappings for the scripts chat text commonly uses: ASCII, Latin-1,
+// Latin Extended-A, Greek, Cyrillic and fullwidth Latin. Python uses the full Unicode tables;
+// outside these ranges we leave characters unchanged.
+uint32_t to_lower(uint32_t c) {
+  if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+  if (c >= 0xC0 && c <= 0xDE && c != 0xD7) return c + 0x20;
+  if (c == 0x178) return 0xFF;
+  if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) return c | 1;
+  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c & 1) ? c + 1 : c;
+  if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 0x20;
+  if (c == 0x386) return 0x3AC;
+  if (c >= 0x388 && c <= 0x38A) return c + 0x25;
+  if (c == 0x38C) return 0x3CC;
+  if (c == 0x38E || c == 0x38F) return c + 0x3F;
+  if (c >= 0x410 && c <= 0x42F) return c + 0x20;
+  if (c >= 0x400 && c <= 0x40F) return c + 0x50;
+  if (c >= 0xFF21 && c <= 0xFF3A) return c + 0x20;
+  return c;
+}
+
+uint32_t to_upper(uint32_t c) {
+  if (c < 0x80) return (c >= 'a' && c <= 'z') ? c - 32 : c;
+  if (c >= 0xE0 && c <= 0xFE && c != 0xF7) return c - 0x20;
+  if (c == 0xFF) return 0x178;
+  if (c == 0xB5) return 0x39C;
+  if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) return c & ~1u;
+  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c & 1) ? c : c - 1;
+  if (c == 0x131) return 'I';
+  if (c == 0x17F) return 'S';
+  if (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) return c - 0x20;
+  if (c == 0x3C2) return 0x3A3;
+  if (c == 0x3AC) return 0x386;
+  if (c >= 0x3AD && c <= 0x3AF) return c - 0x25;
+  if (c == 0x3CC) return 0x38C;
+  if (c == 0x3CD || c == 0x3CE) return c - 0x3F;
+  if (c >= 0x430 && c <= 0x44F) return c - 0x20;
+  if (c >= 0x450 && c <= 0x45F) return c - 0x50;
+  if (c >= 0xFF41 && c <= 0xFF5A) return c - 0x20;
+  return c;
+}
+
+bool cased(uint32_t c) { return c == 0xDF || to_lower(c) != c || to_upper(c) != c; }
+
+// Upper-cases one code point into `out`; ß becomes "SS" as in Python.
+void put_upper(std::string& out, uint32_t c) {
+  if (c == 0xDF) out += "SS";
+  else append_utf8(out, to_upper(c));
+}
+
 }  // namespace
 
+std::string lower(std::string_view s) {
+  std::string out;
+  for (uint32_t c : decode(s)) append_utf8(out, to_lower(c));
+  return out;
+}
+
+std::string upper(std::string_view s) {
+  std::string out;
+  for (uint32_t c : decode(s)) put_upper(out, c);
+  return out;
+}
+
 std::string title(std::string_view s) {
-  // Python str.title(): a letter after a non-letter starts a word (non-ASCII counts as a letter).
-  std::string out(s);
-  bool prev_alpha = false;
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z' && !prev_alpha) c = static_cast<char>(c - 'a' + 'A');
-    else if (c >= 'A' && c <= 'Z' && prev_alpha) c = static_cast<char>(c - 'A' + 'a');
-    prev_alpha = ascii_alpha(c) || (static_cast<unsigned char>(c) & 0x80);
+  // Python str.title(): a cased character after an uncased one starts a word.
+  std::string out;
+  bool prev_cased = false;
+  for (uint32_t c : decode(s)) {
+    if (prev_cased) append_utf8(out, to_lower(c));
+    else put_upper(out, c);
+    prev_cased = cased(c);
   }
   return out;
 }
 
 std::string capitalize(std::string_view s) {
-  std::string out = ascii_lower(s);
-  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 'a' + 'A');
+  std::string out;
+  bool first = true;
+  for (uint32_t c : decode(s)) {
+    if (first) put_upper(out, c);
+    else append_utf8(out, to_lower(c));
+    first = false;
+  }
   return out;
 }
 

@@ -22,8 +22,9 @@ std::string strip(std::string_view s, const std::string* chars, bool left, bool 
 std::vector<std::string> split(std::string_view s, const std::string* sep, int64_t maxsplit);
 std::vector<std::string> rsplit(std::string_view s, const std::string* sep, int64_t maxsplit);
 std::string replace(std::string_view s, std::string_view from, std::string_view to, int64_t count);
-std::string ascii_lower(std::string_view s);
-std::string ascii_upper(std::string_view s);
+// Case mapping for ASCII, Latin-1/Extended-A, Greek, Cyrillic and fullwidth Latin (see text.cpp).
+std::string lower(std::string_view s);
+std::string upper(std::string_view s);
 std::string title(std::string_view s);
 std::string capitalize(std::string_view s);
 // splitlines() on \n, \r\n and \r (the separators that occur in chat text).
