@@ -3,6 +3,8 @@
 // separators, sort_keys). Filters take their subject and Args and return a new Value.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -298,6 +300,14 @@ const std::map<std::string, FilterFn>& filters() {
       double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
       // Python's round() of an int is an int; ceil/floor give floats.
       if (!v.is_float() && method == "common") return Value(v.integer());
+      const int64_t digits = p ? want_int(*p, "precision") : 0;
+      if (method == "common" && digits >= 0 && digits < 300 && std::isfinite(v.number())) {
+        // Python rounds the exact binary value half-to-even (round(2.675, 2) == 2.67), which is
+        // what glibc's printf does; scaling by 10**n first would round 267.49999... up.
+        char buf[512];
+        std::snprintf(buf, sizeof buf, "%.*f", int(digits), v.number());
+        return Value(std::strtod(buf, nullptr));
+      }
       return Value(r / scale);
     };
     m["safe"] = [](const Value& v, const Args&) { return v; };
