@@ -3,7 +3,14 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <atomic>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LOCKSTEP_PAUSE() _mm_pause()
+#else
+#define LOCKSTEP_PAUSE() std::this_thread::yield()
+#endif
 
 namespace lockstep {
 
@@ -13,21 +20,16 @@ int available_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = available_cores();
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
-}
-
-ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  for (auto& t : workers_) t.join();
-}
-
 namespace {
+// How long an idle worker spins before sleeping. Between the ops of one decode step the gap is a
+// few microseconds (norms, residual adds run on the caller); between tokens it is the sampler.
+// A futex wake costs tens of microseconds on a VM, so spinning through those gaps pays; idle
+// workers still go to sleep after this, so a pool that is not used costs nothing.
+// Spinners call sched_yield every few pauses: on a machine shared with other work, a spinning
+// thread may sit on the core that the thread it waits for needs, and yielding hands it over.
+constexpr auto kSpin = std::chrono::microseconds(200);
+constexpr int kPausesPerYield = 32;
+
 // Range of part `p` of `parts` over n items in units of grain.
 void part_range(int64_t n, int64_t grain, int parts, int p, int64_t* b, int64_t* e) {
   const int64_t units = (n + grain - 1) / grain;
@@ -39,6 +41,18 @@ void part_range(int64_t n, int64_t grain, int parts, int p, int64_t* b, int64_t*
 }
 }  // namespace
 
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = available_cores();
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                               int64_t grain) {
   if (n <= 0) return;
@@ -49,47 +63,54 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_grain_ = grain;
-    job_parts_ = parts;
-    pending_ = parts - 1;
-    ++generation_;
-  }
-  wake_.notify_all();
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = grain;
+  job_parts_ = parts;
+  // Every worker acknowledges every job, also those with no part in it: then no worker can still
+  // be reading this job's fields when the next job overwrites them.
+  pending_.store(size() - 1, std::memory_order_relaxed);
+  // seq_cst store then seq_cst load of sleeping_: either we see a worker that is about to sleep
+  // and wake it, or that worker's own check sees the new generation (worker_loop).
+  generation_.fetch_add(1);
+  if (sleeping_.load() > 0) generation_.notify_all();
   int64_t b, e;
   part_range(n, grain, parts, 0, &b, &e);
   fn(b, e);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    LOCKSTEP_PAUSE();
+    if (spins % kPausesPerYield == 0) sched_yield();
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  // Generation 0 is the state at construction, before any job: a worker that starts late still
+  // sees the first job as new.
+  uint32_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n, grain;
-    int parts;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      grain = job_grain_;
-      parts = job_parts_;
+    // Spin for a new generation, then sleep on it.
+    uint32_t now = generation_.load(std::memory_order_acquire);
+    if (now == seen) {
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      for (int i = 0; (now = generation_.load(std::memory_order_acquire)) == seen; ++i) {
+        LOCKSTEP_PAUSE();
+        if (i % kPausesPerYield == kPausesPerYield - 1) sched_yield();
+        if ((i & 255) == 255 && std::chrono::steady_clock::now() > until) {
+          sleeping_.fetch_add(1);
+          generation_.wait(seen);  // returns at once if generation_ already moved
+          sleeping_.fetch_sub(1);
+        }
+      }
     }
-    if (index < parts) {
+    seen = now;
+    if (stop_.load()) return;
+    if (index < job_parts_) {
       int64_t b, e;
-      part_range(n, grain, parts, index, &b, &e);
-      (*job)(b, e);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
+      part_range(job_n_, job_grain_, job_parts_, index, &b, &e);
+      (*job_)(b, e);
     }
+    pending_.fetch_sub(1, std::memory_order_release);
   }
 }
 

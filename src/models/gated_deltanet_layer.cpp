@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "kernels/gated_delta.h"
 #include "models/weights.h"
 
@@ -121,15 +122,18 @@ void deltanet_mix(const DeltaNetWeights& w, const DeltaNetDims& d, const float* 
     for (int64_t t = s.first; t < s.first + s.n; ++t)
       deltanet_token_prepare(w, d, s.state->conv.data(), inputs + t * TI, &prepared[t * P]);
   const int64_t jobs = static_cast<int64_t>(spans.size()) * d.nv;
-  threads.parallel_for(jobs, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      const DeltaNetSpan& s = spans[j / d.nv];
-      const int64_t h = j % d.nv;
-      for (int64_t t = s.first; t < s.first + s.n; ++t)
-        deltanet_token_head(d, s.state->delta.data(), &prepared[t * P], h,
-                            &core[t * VD + h * d.dv]);
-    }
-  });
+  {
+    profile::Scope prof(profile::Op::DeltaNetStep);
+    threads.parallel_for(jobs, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const DeltaNetSpan& s = spans[j / d.nv];
+        const int64_t h = j % d.nv;
+        for (int64_t t = s.first; t < s.first + s.n; ++t)
+          deltanet_token_head(d, s.state->delta.data(), &prepared[t * P], h,
+                              &core[t * VD + h * d.dv]);
+      }
+    });
+  }
   kernels::gated_rms_norm(core.data(), z, T * d.nv, d.dv, w.norm.data(), eps, core.data());
   kernels::linear(core.data(), T, w.out, nullptr, out, threads);
 }

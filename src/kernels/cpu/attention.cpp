@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/profile.h"
 #include "kernels/math.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref_ops.h"
@@ -45,6 +46,7 @@ void attend_one(const float* q, const AttentionRow& row, int64_t kvh, const KvLa
 
 void attention(const float* q, int64_t T, std::span<const AttentionRow> rows, int64_t n_heads,
                const KvLayerView& kv, float scale, float* out, ThreadPool& pool) {
+  profile::Scope prof(profile::Op::Attention);
   const int64_t hd = kv.head_dim, group = n_heads / kv.n_kv_heads;
   pool.parallel_for(T * n_heads, [&](int64_t b, int64_t e) {
     std::vector<float> scores;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "kernels/math.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref_ops.h"
@@ -13,6 +14,7 @@
 namespace lockstep::kernels {
 
 void embedding(const Weight& table, std::span<const int32_t> ids, float* out) {
+  profile::Scope prof(profile::Op::Embedding);
   const int64_t D = table.cols;
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t id = ids[i];
@@ -31,6 +33,7 @@ void embedding(const Weight& table, std::span<const int32_t> ids, float* out) {
 
 void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps, bool zero_centered,
               float* y) {
+  profile::Scope prof(profile::Op::RmsNorm);
   for (int64_t m = 0; m < M; ++m) {
     const float* xr = x + m * D;
     float* yr = y + m * D;
@@ -46,6 +49,7 @@ void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps, b
 
 void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
           const float* cos_sin) {
+  profile::Scope prof(profile::Op::Rope);
   const int64_t half = rotary_dim / 2;
   for (int64_t m = 0; m < M; ++m) {
     const float* c = cos_sin + m * rotary_dim;
@@ -63,6 +67,7 @@ void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_d
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  profile::Scope prof(profile::Op::SiluMul);
   for (int64_t i = 0; i < n; ++i) out[i] = silu_f32(gate[i]) * up[i];
 }
 

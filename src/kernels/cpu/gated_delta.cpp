@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/profile.h"
 #include "kernels/math.h"
 #include "kernels/ref/ref_ops.h"
 #include "kernels/schedule.h"
@@ -23,6 +24,7 @@ namespace lockstep::kernels {
 LOCKSTEP_FMA_CLONES
 void causal_conv1d_step(const float* x, int64_t C, int64_t K, const float* w, float* state,
                         float* out) {
+  profile::Scope prof(profile::Op::DeltaNetConv);
   const int64_t S = K - 1;
   for (int64_t c = 0; c < C; ++c) {
     const float* wc = w + c * K;
@@ -100,6 +102,7 @@ void gated_delta_step(float* state, int64_t dk, int64_t dv, const float* q, cons
 
 void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
                     float eps, float* y) {
+  profile::Scope prof(profile::Op::RmsNorm);
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * D;
     const float* zr = z + r * D;

@@ -49,7 +49,13 @@ HWY_INLINE void tile(const float* x, const WT* w, int64_t K, float* y, int64_t l
       for (int g = 0; g < kG; ++g) acc[r][c][g] = hn::Zero(df);
 
   const int64_t full = K / kLanes * kLanes;
+  // One-row calls stream the weights once from DRAM: ask for the next tile's rows (the next C
+  // rows, contiguous after these) a tile ahead, one cache line per row every 64 bytes, so the
+  // hardware never waits on a prefetcher that has to learn C interleaved streams anew per tile.
+  constexpr int64_t kLine = 64 / sizeof(WT);
   for (int64_t k = 0; k < full; k += kLanes) {
+    if (R == 1 && k % kLine == 0)
+      for (int c = 0; c < C; ++c) __builtin_prefetch(w + (C + c) * K + k, 0, 0);
     for (int g = 0; g < kG; ++g) {
       VF wv[C], xv[R];
       for (int c = 0; c < C; ++c) wv[c] = load_w(w + c * K + k + g * kN);
@@ -143,6 +149,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <atomic>
 
+#include "core/profile.h"
 #include "kernels/numerics.h"
 
 namespace lockstep::kernels {
@@ -157,6 +164,7 @@ Numerics numerics() { return g_numerics; }
 void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y,
             ThreadPool& pool) {
   const int64_t N = w.rows, K = w.cols;
+  profile::Scope prof(profile::Op::Linear, N * K * static_cast<int64_t>(dtype_size(w.dtype)));
   if (M > 1 && g_numerics == Numerics::Fast) {
     // Deliberately shape-dependent: multi-row calls reduce in another order than one-row calls.
     pool.parallel_for(N, [&](int64_t n0, int64_t n1) {
