@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "hwy/targets.h"
 #include "kernels/ops.h"
+#include "kernels/ref/ref_ops.h"
 #include "test_util.h"
 
 namespace lockstep::kernels {
@@ -72,6 +74,44 @@ TEST(Attention, InvariantToBlockSizeRowsAndThreads) {
     double o = 0;
     for (int64_t p = 0; p < n; ++p) o += s[p] / sum * V[(p * kvh + g) * hd + i];
     EXPECT_NEAR(reference[(t * heads + h) * hd + i], o, 1e-5);
+  }
+}
+
+// Every compiled target (SIMD and the scalar fallback) gives ref::attend_one's bits, for head
+// sizes that are and are not multiples of the vector width and of 16.
+TEST(Attention, EveryCompiledTargetMatchesTheOracle) {
+  for (int64_t hd : {8, 24, 64, 128, 136}) {
+    const int64_t n = 45, heads = 4, kvh = 2, bt = 16;
+    const auto K = test::random_floats(n * kvh * hd, 4), V = test::random_floats(n * kvh * hd, 5);
+    const auto q = test::random_floats(n * heads * hd, 6);
+    const float scale = 1.0f / std::sqrt(float(hd));
+    Paged kv(K, V, n, kvh, hd, bt);
+    std::vector<AttentionRow> rows;
+    for (int64_t t = 0; t < n; ++t) rows.push_back({kv.table.data(), t + 1});
+    std::vector<float> oracle(n * heads * hd), scores(n);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t g = h / (heads / kvh);
+        auto at = [&](const std::vector<float>& base, int64_t p) {
+          return base.data() + (p * kvh + g) * hd;  // unpaged copy of the same values
+        };
+        ref::attend_one(
+            q.data() + (t * heads + h) * hd, hd, t + 1, scale, [&](int64_t p) { return at(K, p); },
+            [&](int64_t p) { return at(V, p); }, scores.data(),
+            oracle.data() + (t * heads + h) * hd);
+      }
+    int tested = 0;
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      ThreadPool pool(2);
+      std::vector<float> out(n * heads * hd);
+      attention(q.data(), n, rows, heads, kv.view, scale, out.data(), pool);
+      EXPECT_TRUE(test::same_bits(out.data(), oracle.data(), out.size()))
+          << "hd " << hd << " target " << hwy::TargetName(target);
+      ++tested;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    EXPECT_GE(tested, 2);
   }
 }
 
