@@ -38,7 +38,7 @@ int run_score(const ScoreFlags& f) {
   mf.dir = dir;
   auto model = load_model_from_flags(mf, static_cast<int64_t>(ids.size()));
   auto seq = model->new_sequence();
-  const ForwardResult out = prefill(*model, *seq, ids, 0, /*all_logits=*/true);
+  const ForwardResult out = prefill(*model, *seq, ids, 0, PrefillRows::FinalChunk);
   const int64_t V = model->config().vocab_size, n = static_cast<int64_t>(ids.size());
   const int top = std::clamp<int>(f.top, 0, static_cast<int>(V));
 

@@ -6,45 +6,39 @@
 
 namespace lockstep {
 
-ForwardResult prefill_batch(Model& model, std::span<SequenceState* const> seqs,
-                            std::span<const std::span<const int32_t>> prompts, int64_t chunk,
-                            bool all_logits) {
-  if (seqs.size() != prompts.size()) fail("prefill: sequences and prompts differ in number");
-  size_t longest = 0;
-  for (const auto& p : prompts) {
-    if (p.empty()) fail("prefill: a prompt is empty (at least one token is needed)");
-    longest = std::max(longest, p.size());
+ForwardItem prefill_item(SequenceState& seq, std::span<const int32_t> prompt, int64_t chunk,
+                         PrefillRows rows) {
+  const int64_t total = static_cast<int64_t>(prompt.size()), done = seq.length;
+  if (done >= total)
+    fail("prefill: the sequence already holds ", done, " of the prompt's ", total, " tokens");
+  const int64_t n = chunk > 0 ? std::min(chunk, total - done) : total - done;
+  const bool final_chunk = done + n == total;
+  ForwardItem item;
+  item.seq = &seq;
+  item.tokens = prompt.subspan(done, n);
+  switch (rows) {
+    case PrefillRows::Last:
+      item.logits = final_chunk ? ForwardItem::Logits::Last : ForwardItem::Logits::None;
+      break;
+    case PrefillRows::FinalChunk:
+      item.logits = final_chunk ? ForwardItem::Logits::All : ForwardItem::Logits::None;
+      break;
+    case PrefillRows::Every:
+      item.logits = ForwardItem::Logits::All;
+      break;
   }
-  const size_t step = chunk > 0 ? static_cast<size_t>(chunk) : longest;
-  // Every sequence's final chunk must land in the returned call, so each sequence starts its
-  // chunks aligned to end with the longest one (the chunk boundaries never change results).
-  const size_t rounds = (longest + step - 1) / step;
-  ForwardResult last;
-  for (size_t r = 0; r < rounds; ++r) {
-    std::vector<ForwardItem> items;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      const size_t n = prompts[i].size();
-      const size_t my_rounds = (n + step - 1) / step, skip = rounds - my_rounds;
-      if (r < skip) continue;
-      const size_t begin = (r - skip) * step, len = std::min(step, n - begin);
-      ForwardItem item;
-      item.seq = seqs[i];
-      item.tokens = prompts[i].subspan(begin, len);
-      const bool final_chunk = begin + len == n;
-      item.logits = !final_chunk ? ForwardItem::Logits::None
-                    : all_logits ? ForwardItem::Logits::All
-                                 : ForwardItem::Logits::Last;
-      items.push_back(item);
-    }
-    last = model.forward(items);
-  }
-  return last;
+  return item;
 }
 
-ForwardResult prefill(Model& model, SequenceState& seq, std::span<const int32_t> tokens,
-                      int64_t chunk, bool all_logits) {
-  SequenceState* s = &seq;
-  return prefill_batch(model, {&s, 1}, {&tokens, 1}, chunk, all_logits);
+ForwardResult prefill(Model& model, SequenceState& seq, std::span<const int32_t> prompt,
+                      int64_t chunk, PrefillRows rows) {
+  if (prompt.empty()) fail("prefill: the prompt is empty (at least one token is needed)");
+  ForwardResult out;
+  while (seq.length < static_cast<int64_t>(prompt.size())) {
+    const ForwardItem item = prefill_item(seq, prompt, chunk, rows);
+    out = model.forward({&item, 1});
+  }
+  return out;
 }
 
 }  // namespace lockstep

@@ -1,24 +1,27 @@
-// The one prefill path. Everything that feeds a prompt to a model (classic generate, drafters,
-// batched generation, later the server; whole or chunked) calls prefill_batch.
+// The one prefill path. A prompt enters a sequence's state only through prefill_item(): the
+// decoder (CLI, batched generation, the server's scheduler), the draft model's catch-up and
+// `score` all take their chunks from it, whole or chunked, after a prefix-cache hit or not.
 #pragma once
 
 #include <span>
-#include <vector>
 
 #include "models/model.h"
 
 namespace lockstep {
 
-// Appends prompts[i] to seqs[i], all sequences in the same forward calls, in chunks of at most
-// `chunk` tokens per sequence (0: whole). Returns the outputs of the last call: each sequence's
-// logits for its final token (`all_logits`: for every token of its final chunk; pass chunk 0 to
-// get every position). Sequences whose prompt ends earlier stop joining the calls.
-ForwardResult prefill_batch(Model& model, std::span<SequenceState* const> seqs,
-                            std::span<const std::span<const int32_t>> prompts, int64_t chunk = 0,
-                            bool all_logits = false);
+enum class PrefillRows {
+  Last,        // logits of the prompt's last token only
+  FinalChunk,  // logits of every token of the final chunk (pass chunk 0 for every position)
+  Every,       // logits and hidden of every token of every chunk (drafters that read hiddens)
+};
 
-// One sequence. The result's rows are that sequence's.
-ForwardResult prefill(Model& model, SequenceState& seq, std::span<const int32_t> tokens,
-                      int64_t chunk = 0, bool all_logits = false);
+// The item that feeds the next chunk of `prompt` to `seq`: the prompt's tokens from position
+// seq.length on (positions below it are already in the cache), at most `chunk` of them (0: all).
+ForwardItem prefill_item(SequenceState& seq, std::span<const int32_t> prompt, int64_t chunk,
+                         PrefillRows rows);
+
+// Feeds the rest of `prompt` (from seq.length) chunk by chunk; returns the final call's outputs.
+ForwardResult prefill(Model& model, SequenceState& seq, std::span<const int32_t> prompt,
+                      int64_t chunk = 0, PrefillRows rows = PrefillRows::Last);
 
 }  // namespace lockstep

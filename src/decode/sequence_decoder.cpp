@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "decode/prefill.h"
 
 namespace lockstep {
 
@@ -52,16 +53,10 @@ ForwardItem SequenceDecoder::next_item(int64_t budget) {
   ForwardItem item;
   item.seq = seq_.get();
   if (prefilling()) {
-    // The one prefill path: consecutive chunks of the prompt; only the final one needs logits
-    // (every row when a drafter reads hidden states).
-    int64_t chunk = budget > 0 ? budget : options_.prefill_chunk;
-    if (chunk <= 0) chunk = prompt_remaining();
-    const int64_t n = std::min(chunk, prompt_remaining());
-    block_.assign(history_.begin() + prefilled_, history_.begin() + prefilled_ + n);
-    const bool final_chunk = prefilled_ + n == static_cast<int64_t>(prompt_len_);
-    item.logits = hidden_drafter_ ? ForwardItem::Logits::All
-                  : final_chunk   ? ForwardItem::Logits::Last
-                                  : ForwardItem::Logits::None;
+    const int64_t chunk = budget > 0 ? budget : options_.prefill_chunk;
+    item = prefill_item(*seq_, history_, chunk,
+                        hidden_drafter_ ? PrefillRows::Every : PrefillRows::Last);
+    block_.assign(item.tokens.begin(), item.tokens.end());
   } else {
     // The last chosen token (not yet run) and the drafts that may follow it.
     block_.assign(1, history_.back());

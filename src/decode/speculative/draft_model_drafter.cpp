@@ -17,7 +17,7 @@ std::vector<int32_t> DraftModelDrafter::propose(std::span<const int32_t> history
   if (keep == history.size()) --keep;  // the last token must be run to get its logits
   model_.truncate(*seq_, static_cast<int64_t>(keep));
   consumed_.resize(keep);
-  ForwardResult out = prefill(model_, *seq_, history.subspan(keep));
+  ForwardResult out = prefill(model_, *seq_, history);
   consumed_.assign(history.begin(), history.end());
 
   std::vector<int32_t> context(history.begin(), history.end());

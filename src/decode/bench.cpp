@@ -1,0 +1,78 @@
+#include "decode/bench.h"
+
+#include <algorithm>
+#include <random>
+
+#include "core/error.h"
+#include "decode/generate.h"
+#include "io/safetensors.h"
+
+namespace lockstep {
+
+namespace {
+bool contains(const std::string& s, const std::string& p) { return s.find(p) != std::string::npos; }
+}  // namespace
+
+Workload workload_of(const std::string& dir, const ModelConfig& c) {
+  auto ckpt = Checkpoint::open(dir);
+  const bool untied = ckpt->has("lm_head.weight");
+  Workload w;
+  for (const std::string& name : ckpt->names()) {
+    // Not read by a plain forward: MTP heads, vision towers, and the embedding table when an
+    // untied lm_head exists (a forward reads one embedding row per token).
+    if (contains(name, "mtp.") || contains(name, "visual.")) continue;
+    const bool embed = contains(name, "embed_tokens.");
+    if (embed && untied) continue;
+    const TensorInfo* t = ckpt->find(name);
+    w.weight_bytes += static_cast<double>(t->nbytes);
+    if (t->shape.size() == 2 && !contains(name, "conv1d")) w.linear_params += t->numel();
+  }
+  int64_t full = 0, linear = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    (c.layer_kind(l) == LayerKind::FullAttention ? full : linear) += 1;
+  const double kvd = static_cast<double>(c.num_key_value_heads * c.head_dim);
+  w.kv_bytes_per_pos = full * 2 * kvd * sizeof(float);  // F32 keys and values
+  w.attn_flops_per_pos = full * 4.0 * c.num_attention_heads * c.head_dim;  // q.k and p.v
+  const double state = static_cast<double>(c.linear_num_value_heads) * c.linear_key_head_dim *
+                       c.linear_value_head_dim;
+  w.state_bytes = linear * state * sizeof(float);
+  w.state_flops = linear * state * 7;  // decay, two FMAs per pass, two passes
+  return w;
+}
+
+std::vector<BenchRun> run_bench(Model& model, const BenchOptions& o) {
+  if (o.prompt_tokens < 1 || o.gen_tokens < 1) fail("bench: -p and -n must be at least 1");
+  if (o.repetitions < 1) fail("bench: --repetitions must be at least 1");
+  std::mt19937_64 rng(o.seed);
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<BenchRun> runs;
+  for (int r = 0; r <= o.repetitions; ++r) {  // r == 0 warms up (pages the weights in)
+    std::vector<int32_t> prompt(o.prompt_tokens);
+    for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    GenerateOptions g;
+    g.max_tokens = o.gen_tokens + 1;  // the first token comes from the prefill forward
+    g.drafter = o.drafter;
+    g.draft_width = o.draft_width;
+    const GenerateResult res = generate(model, prompt, g);
+    if (r == 0) continue;
+    BenchRun run;
+    run.prefill_seconds = res.stats.prefill_seconds;
+    run.decode_seconds = res.stats.decode_seconds;
+    run.decoded = res.stats.generated_tokens - 1;
+    runs.push_back(run);
+  }
+  return runs;
+}
+
+Summary summarize(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  return s;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,58 @@
+// lockstep bench: prefill and decode speed of a checkpoint, against this machine's measured peaks.
+//
+// Each repetition starts a fresh sequence, prefills `prompt_tokens` seeded random ids in one
+// forward and then decodes `gen_tokens` tokens one forward each (or in speculative rounds with a
+// drafter), through generate() like a real request. The workload model (bytes read and FLOPs per
+// token) comes from the checkpoint's tensors and config, so the figures can be compared with the
+// bandwidth floor and the FMA peak.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "decode/speculative/drafter.h"
+#include "models/model.h"
+
+namespace lockstep {
+
+// What one token costs, from the checkpoint (weights read once per forward) and the config.
+struct Workload {
+  double weight_bytes = 0;      // weights read by one forward (lm_head included, MTP excluded)
+  double linear_params = 0;     // weights that take part in matrix products (2 FLOPs each per row)
+  double kv_bytes_per_pos = 0;  // KV bytes read per token per context position (full attention)
+  double attn_flops_per_pos = 0;  // attention FLOPs per token per context position
+  double state_bytes = 0;       // recurrent state read per token (Gated DeltaNet)
+  double state_flops = 0;
+
+  // Bytes one decode forward reads at context length `ctx`, and the FLOPs it does.
+  double decode_bytes(double ctx) const { return weight_bytes + kv_bytes_per_pos * ctx + state_bytes; }
+  double token_flops(double ctx) const {
+    return 2 * linear_params + attn_flops_per_pos * ctx + state_flops;
+  }
+};
+Workload workload_of(const std::string& dir, const ModelConfig& config);
+
+struct BenchOptions {
+  int64_t prompt_tokens = 512, gen_tokens = 128;
+  int repetitions = 3;  // timed, after one untimed warm-up
+  uint64_t seed = 1;
+  Drafter* drafter = nullptr;  // speculative decoding (the tokens are the same; only speed moves)
+  int draft_width = 0;
+};
+
+struct BenchRun {
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t decoded = 0;  // tokens produced by decode forwards
+};
+
+std::vector<BenchRun> run_bench(Model& model, const BenchOptions& options);
+
+// Median and spread of a sample (spread = (max - min) / median).
+struct Summary {
+  double median = 0, min = 0, max = 0;
+  double spread() const { return median > 0 ? (max - min) / median : 0; }
+};
+Summary summarize(std::vector<double> values);
+
+}  // namespace lockstep
