@@ -66,11 +66,6 @@ void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_d
   }
 }
 
-void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
-  profile::Scope prof(profile::Op::SiluMul);
-  for (int64_t i = 0; i < n; ++i) out[i] = silu_f32(gate[i]) * up[i];
-}
-
 void softmax(float* x, int64_t n) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i]);

@@ -10,6 +10,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/cpu/fma_targets.h"
+#include "kernels/cpu/vec_math-inl.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref_ops.h"
 #include "kernels/schedule.h"
@@ -80,13 +81,8 @@ HWY_INLINE void tile(const float* x, const WT* w, int64_t K, float* y, int64_t l
       }
     }
   }
-  HWY_ALIGN float lanes[kLanes];
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
-      for (int g = 0; g < kG; ++g) hn::StoreU(acc[r][c][g], df, lanes + g * kN);
-      y[r * ldy + c] = fold_lanes(lanes);
-    }
-  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) y[r * ldy + c] = vm::fold16<kG>(df, acc[r][c]);
 }
 
 // Tile shapes per register width: enough independent accumulators to hide FMA latency without

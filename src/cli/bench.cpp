@@ -1,0 +1,194 @@
+// lockstep bench: prefill and decode speed against this machine's measured peaks.
+//   lockstep bench --machine [--threads N]     measure read bandwidth and FMA peak, cache them
+//   lockstep bench -m DIR [-p 512] [-n 128] [--threads N] [--numerics exact|fast] [--spec ...]
+// The machine figures are cached per thread count in ~/.cache/lockstep/machine.json (measured on
+// first use when absent). Every figure is a median over repetitions, with its spread.
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/common.h"
+#include "cli/spec_flags.h"
+#include "core/error.h"
+#include "decode/bench.h"
+#include "kernels/peak.h"
+
+namespace lockstep::cli {
+namespace {
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+struct BenchFlags {
+  ModelFlags model;
+  SpecFlags spec;
+  BenchOptions bench;
+  bool machine = false, json_out = false;
+};
+
+fs::path cache_path() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return fs::path(x) / "lockstep" / "machine.json";
+  const char* home = std::getenv("HOME");
+  return fs::path(home && *home ? home : "/tmp") / ".cache" / "lockstep" / "machine.json";
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+json summary_json(const Summary& s) {
+  return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {"spread", s.spread()}};
+}
+
+// Measures the peaks for the global pool's thread count and stores them in the cache.
+json measure_machine(int threads) {
+  ThreadPool& pool = ThreadPool::global();
+  std::fprintf(stderr, "lockstep: measuring read bandwidth and FMA peak with %d threads...\n",
+               pool.size());
+  const Summary bw = summarize(kernels::measure_read_gbps(pool, size_t{1} << 30, 7));
+  const Summary fma = summarize(kernels::measure_fma_gflops(pool, 7));
+  json m = {{"cpu", cpu_name()}, {"threads", pool.size()},
+            {"read_gbps", summary_json(bw)}, {"fma_gflops", summary_json(fma)}};
+  json all;
+  const fs::path p = cache_path();
+  if (std::ifstream in(p); in) all = json::parse(in, nullptr, false);
+  if (!all.is_object()) all = json::object();
+  all[std::to_string(threads)] = m;
+  std::error_code ec;
+  fs::create_directories(p.parent_path(), ec);
+  if (std::ofstream out(p); out) out << all.dump(2) << "\n";
+  return m;
+}
+
+json machine_for(int threads) {
+  const fs::path p = cache_path();
+  if (std::ifstream in(p); in) {
+    json all = json::parse(in, nullptr, false);
+    const std::string key = std::to_string(threads);
+    if (all.is_object() && all.contains(key) && all[key].value("cpu", "") == cpu_name())
+      return all[key];
+  }
+  return measure_machine(threads);
+}
+
+double peak_rss_mib() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+void print_machine(const json& m) {
+  std::printf("machine: %s, %d threads: read %.1f GB/s (spread %.0f%%), FMA %.1f GFLOP/s (spread %.0f%%)\n",
+              m["cpu"].get<std::string>().c_str(), m["threads"].get<int>(),
+              m["read_gbps"]["median"].get<double>(), 100 * m["read_gbps"]["spread"].get<double>(),
+              m["fma_gflops"]["median"].get<double>(), 100 * m["fma_gflops"]["spread"].get<double>());
+}
+
+int run_bench_command(BenchFlags& f) {
+  ThreadPool::set_default_threads(f.model.threads);
+  const int threads = ThreadPool::global().size();
+  if (f.machine) {
+    const json m = measure_machine(threads);
+    if (f.json_out) std::cout << m.dump() << "\n";
+    else print_machine(m);
+    std::fprintf(stderr, "lockstep: cached in %s\n", cache_path().c_str());
+    return 0;
+  }
+  const json machine = machine_for(threads);
+  const std::string dir = resolve_model_dir(f.model);
+  ModelFlags mf = f.model;
+  mf.dir = dir;
+  auto model = load_model_from_flags(mf, f.bench.prompt_tokens + f.bench.gen_tokens + 16);
+  apply_numerics(f.spec);
+  std::unique_ptr<Model> draft_model;
+  auto drafter = make_drafter(f.spec, *model, SamplingParams{}, draft_model);
+  f.bench.drafter = drafter.get();
+  f.bench.draft_width =
+      f.spec.draft_width > 0 ? f.spec.draft_width : default_draft_width(f.spec.spec);
+  const Workload w = workload_of(dir, model->config());
+  const std::vector<BenchRun> runs = run_bench(*model, f.bench);
+
+  const double p = static_cast<double>(f.bench.prompt_tokens);
+  // Prefill: position i attends to i + 1 keys; decode step j (1-based) to p + j keys.
+  const double prefill_flops = p * w.token_flops((p + 1) / 2);
+  const double mean_ctx = p + (f.bench.gen_tokens + 1) / 2.0;
+  const double decode_bytes = w.decode_bytes(mean_ctx), decode_flops = w.token_flops(mean_ctx);
+  std::vector<double> pre_tps, dec_tps;
+  for (const BenchRun& r : runs) {
+    pre_tps.push_back(p / r.prefill_seconds);
+    dec_tps.push_back(r.decoded / r.decode_seconds);
+  }
+  const Summary pre = summarize(pre_tps), dec = summarize(dec_tps);
+  const double bw = machine["read_gbps"]["median"], fma = machine["fma_gflops"]["median"];
+  const double pre_gflops = pre.median * prefill_flops / p / 1e9;
+  const double dec_gbps = dec.median * decode_bytes / 1e9;
+  const double floor_tps = bw * 1e9 / decode_bytes;
+  json j = {
+      {"model", dir},
+      {"threads", threads},
+      {"numerics", f.spec.numerics},
+      {"spec", f.spec.spec},
+      {"prompt_tokens", f.bench.prompt_tokens},
+      {"gen_tokens", f.bench.gen_tokens},
+      {"repetitions", f.bench.repetitions},
+      {"machine", machine},
+      {"workload", {{"decode_bytes_per_token", decode_bytes},
+                    {"decode_flops_per_token", decode_flops},
+                    {"prefill_flops", prefill_flops}}},
+      {"prefill", {{"tok_s", summary_json(pre)},
+                   {"gflops", pre_gflops},
+                   {"fraction_of_fma_peak", pre_gflops / fma}}},
+      {"decode", {{"tok_s", summary_json(dec)},
+                  {"gbps", dec_gbps},
+                  {"gflops", dec.median * decode_flops / 1e9},
+                  {"floor_tok_s", floor_tps},
+                  {"fraction_of_bandwidth_floor", dec_gbps / bw}}},
+      {"peak_rss_mib", peak_rss_mib()},
+  };
+  if (f.json_out) {
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  print_machine(machine);
+  std::printf("model: %s (%s numerics, spec %s, %d threads, %d repetitions)\n", dir.c_str(),
+              f.spec.numerics.c_str(), f.spec.spec.c_str(), threads, f.bench.repetitions);
+  std::printf("%-9s %8s %12s %8s %12s %10s\n", "", "tokens", "tok/s", "spread", "achieved",
+              "of peak");
+  std::printf("%-9s %8lld %12.2f %7.1f%% %7.1f GF/s %9.1f%%\n", "prefill",
+              static_cast<long long>(f.bench.prompt_tokens), pre.median, 100 * pre.spread(),
+              pre_gflops, 100 * pre_gflops / fma);
+  std::printf("%-9s %8lld %12.2f %7.1f%% %7.1f GB/s %9.1f%%  (floor %.1f tok/s, %.0f MB/token)\n",
+              "decode", static_cast<long long>(f.bench.gen_tokens), dec.median,
+              100 * dec.spread(), dec_gbps, 100 * dec_gbps / bw, floor_tps, decode_bytes / 1e6);
+  std::printf("peak RSS: %.0f MiB\n", peak_rss_mib());
+  return 0;
+}
+
+const Command kBench("bench", "Measure prefill and decode speed against this machine's peaks",
+                     [](CLI::App& sub) {
+                       auto f = std::make_shared<BenchFlags>();
+                       add_model_flags(sub, f->model, false);
+                       add_spec_flags(sub, f->spec);
+                       sub.add_flag("--machine", f->machine,
+                                    "Measure read bandwidth and FMA throughput, and cache them");
+                       sub.add_option("-p,--prompt", f->bench.prompt_tokens,
+                                      "Prompt tokens prefilled in one forward (default 512)");
+                       sub.add_option("-n,--gen", f->bench.gen_tokens,
+                                      "Tokens decoded (default 128)");
+                       sub.add_option("-r,--repetitions", f->bench.repetitions,
+                                      "Timed repetitions after one warm-up (default 3)");
+                       sub.add_flag("--json", f->json_out, "One JSON object on stdout");
+                       return [f] { return run_bench_command(*f); };
+                     });
+
+}  // namespace
+}  // namespace lockstep::cli
