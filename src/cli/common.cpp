@@ -10,13 +10,20 @@
 #ifndef LOCKSTEP_DEFAULT_MODEL_DIR
 #define LOCKSTEP_DEFAULT_MODEL_DIR ""
 #endif
+#ifndef LOCKSTEP_DEFAULT_DRAFT_DIR
+#define LOCKSTEP_DEFAULT_DRAFT_DIR ""
+#endif
 
 namespace lockstep::cli {
 
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required) {
-  auto* opt = app.add_option("-m,--model", flags.dir,
-                             "Model directory (Hugging Face layout: config.json, *.safetensors, "
-                             "tokenizer.json)");
+  auto* opt = app.add_option(
+      "-m,--model", flags.dir,
+      model_required ? "Model directory (Hugging Face layout: config.json, *.safetensors, "
+                       "tokenizer.json)"
+                     : "Model directory (Hugging Face layout: config.json, *.safetensors, "
+                       "tokenizer.json); default: $LOCKSTEP_MODEL, else the shipped "
+                       "models/lockstep-code-16m (Qwen3.5 architecture with MTP head)");
   if (model_required) opt->required();
   app.add_option("--threads", flags.threads, "CPU threads (default: all cores); never changes output")
       ->check(CLI::NonNegativeNumber);
@@ -30,7 +37,8 @@ std::string resolve_model_dir(const ModelFlags& flags) {
   if (const char* env = std::getenv("LOCKSTEP_MODEL"); env && *env) return env;
   const std::string builtin = LOCKSTEP_DEFAULT_MODEL_DIR;
   if (!builtin.empty() && std::filesystem::exists(builtin + "/config.json")) return builtin;
-  fail("no model given: pass -m DIR (a Hugging Face checkpoint directory)");
+  fail("no model given and the shipped model is missing: pass -m DIR (a Hugging Face checkpoint "
+       "directory)");
 }
 
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t needed_tokens) {
@@ -46,6 +54,14 @@ std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t ne
   }
   options.kv_capacity_tokens = ctx;
   return load_model(dir, options);
+}
+
+std::string default_draft_dir(const std::string& target_dir) {
+  const std::string builtin = LOCKSTEP_DEFAULT_MODEL_DIR, draft = LOCKSTEP_DEFAULT_DRAFT_DIR;
+  if (!builtin.empty() && std::filesystem::exists(draft + "/config.json") &&
+      std::filesystem::equivalent(std::filesystem::path(target_dir), builtin))
+    return draft;
+  return "";
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag) {

@@ -31,6 +31,9 @@ std::string resolve_model_dir(const ModelFlags& flags);
 // Sets the global thread pool size from --threads and loads the model.
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t needed_tokens = 0);
 
+// The shipped draft model when `target_dir` is the shipped target (else "").
+std::string default_draft_dir(const std::string& target_dir);
+
 // Parses "1,2,3" (spaces allowed); errors name the flag and the bad element.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
 

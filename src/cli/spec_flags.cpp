@@ -1,5 +1,6 @@
 #include "cli/spec_flags.h"
 
+#include "cli/common.h"
 #include "core/error.h"
 #include "decode/speculative/draft_model_drafter.h"
 #include "decode/speculative/lookup_drafter.h"
@@ -36,7 +37,8 @@ int default_draft_width(const std::string& mode) {
   return 3;
 }
 
-std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, Model& target,
+std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, const std::string& target_dir,
+                                      Model& target,
                                       const SamplingParams& sampling,
                                       std::unique_ptr<Model>& draft_holder) {
   if (f.spec == "none") {
@@ -45,10 +47,11 @@ std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, Model& target,
   }
   if (f.spec == "lookup") return std::make_unique<LookupDrafter>();
   if (f.spec == "draft") {
-    if (f.draft_model.empty()) fail("--spec draft needs --draft-model DIR");
+    std::string dir = f.draft_model.empty() ? default_draft_dir(target_dir) : f.draft_model;
+    if (dir.empty()) fail("--spec draft needs --draft-model DIR");
     ModelOptions o;
     o.kv_capacity_tokens = target.kv_pool().total_blocks() * target.kv_pool().block_tokens();
-    draft_holder = load_model(f.draft_model, o);
+    draft_holder = load_model(dir, o);
     if (draft_holder->config().vocab_size > target.config().vocab_size)
       fail("--draft-model: vocabulary of ", draft_holder->config().vocab_size,
            " tokens is larger than the target's ", target.config().vocab_size,

@@ -26,8 +26,16 @@ void apply_numerics(const SpecFlags& f);
 int default_draft_width(const std::string& mode);
 
 // The drafter for --spec (nullptr for none). `draft_holder` keeps a loaded draft model alive.
-std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, Model& target,
+std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, const std::string& target_dir,
+                                      Model& target,
                                       const SamplingParams& sampling,
                                       std::unique_ptr<Model>& draft_holder);
+
+// Without a target directory (no shipped-draft default).
+inline std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, Model& target,
+                                             const SamplingParams& sampling,
+                                             std::unique_ptr<Model>& draft_holder) {
+  return make_drafter(f, "", target, sampling, draft_holder);
+}
 
 }  // namespace lockstep::cli

@@ -76,8 +76,9 @@ int run_verify(const VerifyFlags& f) {
   cfg.max_tokens = f.max_tokens;
   cfg.eos_ids = model->config().eos_token_ids;
   std::unique_ptr<Model> draft;
-  if (!f.draft_model.empty()) {
-    draft = load_model(f.draft_model);
+  const std::string draft_dir = f.draft_model.empty() ? default_draft_dir(dir) : f.draft_model;
+  if (!draft_dir.empty()) {
+    draft = load_model(draft_dir);
     cfg.draft_model = draft.get();
   }
   const bool exact = f.spec.numerics == "exact";
@@ -142,7 +143,7 @@ const Command kVerify(
                      "JSON lines: \"text\", {\"prompt\": \"text\"} or {\"ids\": [...]}");
       app.add_option("-n,--max-tokens", f->max_tokens, "Tokens per generation (default 128)")
           ->check(CLI::PositiveNumber);
-      app.add_option("--draft-model", f->draft_model, "Also gate draft-model speculation");
+      app.add_option("--draft-model", f->draft_model, "Also gate draft-model speculation (default with the shipped target: the shipped draft)");
       app.add_flag("--json", f->json, "Print the report as JSON");
       return [f] { return run_verify(*f); };
     });
