@@ -2,9 +2,7 @@
 
 #include "cli/common.h"
 #include "core/error.h"
-#include "decode/speculative/draft_model_drafter.h"
-#include "decode/speculative/lookup_drafter.h"
-#include "decode/speculative/mtp_drafter.h"
+#include "decode/speculative/drafters.h"
 #include "kernels/numerics.h"
 
 namespace lockstep::cli {
@@ -23,7 +21,9 @@ void add_spec_flags(CLI::App& app, SpecFlags& f) {
       ->check(CLI::IsMember({"none", "lookup", "draft", "mtp"}));
   app.add_option("--draft-width", f.draft_width, "Tokens drafted per round (default per mode)")
       ->check(CLI::Range(0, 16));
-  app.add_option("--draft-model", f.draft_model, "Draft model directory for --spec draft");
+  app.add_option("--draft-model", f.draft_model,
+                 "Draft model directory for --spec draft (default with the shipped target: "
+                 "models/lockstep-draft-3m)");
   add_numerics_flag(app, f);
 }
 
@@ -31,23 +31,13 @@ void apply_numerics(const SpecFlags& f) {
   kernels::set_numerics(f.numerics == "fast" ? kernels::Numerics::Fast : kernels::Numerics::Exact);
 }
 
-int default_draft_width(const std::string& mode) {
-  if (mode == "lookup") return 4;
-  if (mode == "draft") return 4;
-  return 3;
-}
 
 std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, const std::string& target_dir,
-                                      Model& target,
-                                      const SamplingParams& sampling,
+                                      Model& target, const SamplingParams& sampling,
                                       std::unique_ptr<Model>& draft_holder) {
-  if (f.spec == "none") {
-    if (!f.draft_model.empty()) fail("--draft-model needs --spec draft");
-    return nullptr;
-  }
-  if (f.spec == "lookup") return std::make_unique<LookupDrafter>();
+  if (f.spec != "draft" && !f.draft_model.empty()) fail("--draft-model needs --spec draft");
   if (f.spec == "draft") {
-    std::string dir = f.draft_model.empty() ? default_draft_dir(target_dir) : f.draft_model;
+    const std::string dir = f.draft_model.empty() ? default_draft_dir(target_dir) : f.draft_model;
     if (dir.empty()) fail("--spec draft needs --draft-model DIR");
     ModelOptions o;
     o.kv_capacity_tokens = target.kv_pool().total_blocks() * target.kv_pool().block_tokens();
@@ -56,9 +46,8 @@ std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, const std::string& tar
       fail("--draft-model: vocabulary of ", draft_holder->config().vocab_size,
            " tokens is larger than the target's ", target.config().vocab_size,
            " (draft and target must share a tokenizer)");
-    return std::make_unique<DraftModelDrafter>(*draft_holder, sampling);
   }
-  return std::make_unique<MtpSpecDrafter>(target, sampling);
+  return lockstep::make_drafter(f.spec, target, draft_holder.get(), sampling);
 }
 
 }  // namespace lockstep::cli

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "decode/speculative/drafter.h"
+#include "decode/speculative/drafters.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
 
@@ -22,8 +22,6 @@ void add_numerics_flag(CLI::App& app, SpecFlags& f);
 void add_spec_flags(CLI::App& app, SpecFlags& f);
 // Applies --numerics to the kernels.
 void apply_numerics(const SpecFlags& f);
-// Default width per mode, from measured acceptance (docs/benchmarks.md).
-int default_draft_width(const std::string& mode);
 
 // The drafter for --spec (nullptr for none). `draft_holder` keeps a loaded draft model alive.
 std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, const std::string& target_dir,

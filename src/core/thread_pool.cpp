@@ -1,5 +1,7 @@
 #include "core/thread_pool.h"
 
+#include <mutex>
+
 #include <sched.h>
 
 #include <algorithm>
@@ -63,6 +65,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
+  // One job at a time: two threads (an engine and a CLI-side model, say) may share the pool.
+  std::lock_guard<std::mutex> caller(caller_mu_);
   job_ = &fn;
   job_n_ = n;
   job_grain_ = grain;

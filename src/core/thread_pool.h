@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -45,6 +46,7 @@ class ThreadPool {
   int64_t job_n_ = 0, job_grain_ = 1;
   int job_parts_ = 0;
   alignas(64) std::atomic<uint32_t> generation_{0};
+  std::mutex caller_mu_;                        // serialises concurrent callers
   alignas(64) std::atomic<int> pending_{0};    // workers that have not finished the current job
   alignas(64) std::atomic<int> sleeping_{0};   // workers blocked in generation_.wait
   std::atomic<bool> stop_{false};

@@ -26,6 +26,15 @@ struct GenerateOptions {
   // The output is identical to classic decode (drafter null) by construction.
   Drafter* drafter = nullptr;
   int draft_width = 0;
+  // -1: none; N >= 0: record each chosen token's log-probability under the model's raw
+  // distribution and the N most likely alternatives (OpenAI logprobs).
+  int top_logprobs = -1;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most likely tokens, best first (ties: lower id)
 };
 
 struct SpecStats {
@@ -50,6 +59,7 @@ struct GenerateResult {
   size_t text_limit = std::string::npos;  // with a stop string: text length before it
   GenerateStats stats;
   SpecStats spec;
+  std::vector<TokenLogprob> logprobs;   // one per token when options.top_logprobs >= 0
 };
 
 // on_token is called for each token as it is chosen; returning false cancels (finish "cancelled").

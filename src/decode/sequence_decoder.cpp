@@ -1,6 +1,7 @@
 #include "decode/sequence_decoder.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "decode/prefill.h"
@@ -78,11 +79,31 @@ ForwardItem SequenceDecoder::next_item(int64_t budget) {
   return item;
 }
 
+TokenLogprob SequenceDecoder::token_logprob(const float* logits, int64_t V, int32_t token) const {
+  double mx = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double log_z = mx + std::log(sum);
+  TokenLogprob lp;
+  lp.token = token;
+  lp.logprob = static_cast<float>(logits[token] - log_z);
+  const int64_t n = std::min<int64_t>(options_.top_logprobs, V);
+  std::vector<int32_t> ids(V);
+  for (int64_t i = 0; i < V; ++i) ids[i] = static_cast<int32_t>(i);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (int64_t i = 0; i < n; ++i)
+    lp.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - log_z));
+  return lp;
+}
+
 bool SequenceDecoder::choose_and_emit(const float* logits) {
   const int64_t V = model_.config().vocab_size;
   const int32_t token = sampler_.choose({logits, static_cast<size_t>(V)},
                                         {history_, static_cast<int64_t>(prompt_len_)},
                                         static_cast<int64_t>(history_.size()));
+  if (options_.top_logprobs >= 0) result_.logprobs.push_back(token_logprob(logits, V, token));
   history_.push_back(token);
   result_.tokens.push_back(token);
   if (on_token_ && !on_token_(token)) {

@@ -42,6 +42,7 @@ class SequenceDecoder {
 
  private:
   bool choose_and_emit(const float* logits);
+  TokenLogprob token_logprob(const float* logits, int64_t V, int32_t token) const;
 
   Model& model_;
   GenerateOptions options_;

@@ -1,0 +1,61 @@
+// The serving engine: iteration-level continuous batching over one model. HTTP threads submit
+// requests and read their events from a RequestStream; one engine thread runs the scheduler loop
+// (admit by KV memory, build a batch of prefill chunks and decode/verify blocks, one forward,
+// hand the rows to each sequence's SequenceDecoder). Every request therefore runs the same decode
+// logic as `lockstep generate`, and its tokens cannot depend on what else is in the batch.
+//
+// All locking between HTTP threads and the engine lives in request_queue.{h,cpp}.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "decode/generate.h"
+#include "scheduler/request_queue.h"
+
+namespace lockstep {
+
+struct EngineOptions {
+  int parallel = 8;              // sequences decoding at once
+  int64_t prefill_chunk = 256;   // prompt tokens per sequence per step (chunked prefill)
+  int64_t max_step_tokens = 512; // tokens in one forward, over all sequences
+  size_t max_queue = 64;         // waiting requests; more are refused (HTTP 503)
+  bool prefix_cache = true;      // reuse KV of earlier requests' common prompt prefixes
+  size_t prefix_cache_entries = 32;
+};
+
+class Engine {
+ public:
+  // `draft` (optional) serves requests with spec "draft".
+  Engine(Model& model, EngineOptions options, Model* draft = nullptr);
+  ~Engine();  // stops the engine thread (cancelling what is left)
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and enqueues; throws QueueFull when the queue is full, lockstep::Error (naming the
+  // field) for a request that can never run (prompt over the context, unknown spec mode, ...).
+  std::shared_ptr<RequestStream> submit(EngineRequest request);
+
+  // Stops admitting new requests (submit throws ShuttingDown), finishes everything admitted or
+  // queued, then returns.
+  void drain();
+
+  EngineMetrics metrics() const { return queue_.metrics(); }
+  const Model& model() const { return model_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  void loop();
+
+  Model& model_;
+  Model* draft_;
+  EngineOptions options_;
+  RequestQueue queue_;
+  std::atomic<bool> stop_{false}, draining_{false};
+  std::thread thread_;
+};
+
+}  // namespace lockstep

@@ -1,0 +1,89 @@
+#include "scheduler/request_queue.h"
+
+namespace lockstep {
+
+bool RequestStream::next(StreamEvent& event, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
+  event = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void RequestStream::cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+}
+
+bool RequestStream::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+std::shared_ptr<RequestStream> RequestQueue::push(EngineRequest request) {
+  auto stream = std::make_shared<RequestStream>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!accepting_) throw ShuttingDown();
+    if (waiting_.size() >= max_queue_) {
+      ++metrics_.requests_rejected;
+      throw QueueFull();
+    }
+    ++metrics_.requests_total;
+    waiting_.push_back({std::move(request), stream});
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+EngineMetrics RequestQueue::metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineMetrics m = metrics_;
+  m.queue_depth = waiting_.size();
+  return m;
+}
+
+std::vector<RequestQueue::Pending> RequestQueue::pop(size_t max, bool wait,
+                                                     std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (wait) cv_.wait_for(lock, timeout, [&] { return !waiting_.empty() || !accepting_; });
+  std::vector<Pending> out;
+  while (!waiting_.empty() && out.size() < max) {
+    out.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+  return out;
+}
+
+void RequestQueue::emit(RequestStream& stream, StreamEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(stream.mu_);
+    stream.events_.push_back(std::move(event));
+  }
+  stream.cv_.notify_all();
+}
+
+void RequestQueue::stop_accepting() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+  }
+  cv_.notify_all();
+}
+
+bool RequestQueue::accepting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return accepting_;
+}
+
+bool RequestQueue::empty() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_.empty();
+}
+
+void RequestQueue::update(const std::function<void(EngineMetrics&)>& f) {
+  std::lock_guard<std::mutex> lock(mu_);
+  f(metrics_);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,108 @@
+// The one place where HTTP threads and the engine thread meet: the bounded queue of submitted
+// requests, each request's event stream, cancellation flags and the metrics counters. Every
+// mutex of the server lives here.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "decode/generate.h"
+
+namespace lockstep {
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;
+  GenerateOptions options;  // sampling, max_tokens, eos_ids, stop + detokenize; drafter unused
+  std::string spec = "none";  // none | lookup | draft | mtp
+  int draft_width = 0;        // 0: the mode's default
+  int top_logprobs = -1;      // -1: no logprobs; 0..20: chosen token's logprob + N alternatives
+};
+
+struct StreamEvent {
+  enum class Kind { Token, Finish } kind = Kind::Token;
+  int32_t token = -1;
+  std::optional<TokenLogprob> logprob;  // when requested
+  // Finish only:
+  std::string finish_reason;            // stop | length | cancelled | error
+  std::string error;                    // for finish_reason "error"
+  size_t text_limit = std::string::npos;  // text length before a matched stop string
+  GenerateStats stats;
+  SpecStats spec;
+};
+
+class QueueFull : public std::runtime_error {
+ public:
+  QueueFull() : std::runtime_error("the request queue is full") {}
+};
+class ShuttingDown : public std::runtime_error {
+ public:
+  ShuttingDown() : std::runtime_error("the server is shutting down") {}
+};
+
+// What an HTTP thread holds for one request.
+class RequestStream {
+ public:
+  // Waits up to `timeout` for the next event; false on timeout.
+  bool next(StreamEvent& event, std::chrono::milliseconds timeout);
+  // The client is gone: the engine drops the sequence and frees its memory at its next step.
+  void cancel();
+  bool cancelled() const;
+
+ private:
+  friend class RequestQueue;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> events_;
+  bool cancelled_ = false;
+};
+
+struct EngineMetrics {
+  uint64_t requests_total = 0, requests_finished = 0, requests_cancelled = 0, requests_rejected = 0;
+  uint64_t prompt_tokens = 0, generated_tokens = 0, forward_calls = 0, batch_rows_total = 0;
+  uint64_t drafted = 0, accepted = 0, prefix_cache_hits = 0, prefix_tokens_reused = 0;
+  size_t queue_depth = 0, running = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_block_tokens = 0;
+};
+
+class RequestQueue {
+ public:
+  explicit RequestQueue(size_t max_queue) : max_queue_(max_queue) {}
+
+  // HTTP side.
+  std::shared_ptr<RequestStream> push(EngineRequest request);  // QueueFull / ShuttingDown
+  EngineMetrics metrics() const;
+
+  // Engine side.
+  struct Pending {
+    EngineRequest request;
+    std::shared_ptr<RequestStream> stream;
+  };
+  // Takes up to `max` waiting requests; waits up to `timeout` when `wait` and none are waiting.
+  std::vector<Pending> pop(size_t max, bool wait, std::chrono::milliseconds timeout);
+  void emit(RequestStream& stream, StreamEvent event);
+  void stop_accepting();
+  bool accepting() const;
+  bool empty() const;
+  // Engine-side counters and gauges (the engine thread is their only writer).
+  void update(const std::function<void(EngineMetrics&)>& f);
+
+ private:
+  size_t max_queue_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> waiting_;
+  bool accepting_ = true;
+  EngineMetrics metrics_;
+};
+
+}  // namespace lockstep
