@@ -1,0 +1,50 @@
+#include "server/choice_text.h"
+
+#include <algorithm>
+
+namespace lockstep::server {
+
+ChoiceText::ChoiceText(const Tokenizer* tokenizer, std::vector<std::string> stops)
+    : tokenizer_(tokenizer), stops_(std::move(stops)) {
+  // Skip special tokens as generate's text does (the eos token is generated but never shown).
+  if (tokenizer_) decoder_ = std::make_unique<StreamDecoder>(*tokenizer_, /*skip_special=*/true);
+}
+
+// How much of decoded_ may be sent: not past a stop string's start, and not into a tail that
+// is the beginning of a stop string (the next token may complete it).
+size_t ChoiceText::safe_end() const {
+  size_t end = decoded_.size();
+  for (const auto& s : stops_) {
+    const size_t from = sent_.size() >= s.size() ? sent_.size() - s.size() + 1 : 0;
+    end = std::min(end, decoded_.find(s, from));
+    const size_t longest = std::min(s.size() - 1, decoded_.size());
+    for (size_t k = longest; k > 0; --k)
+      if (decoded_.compare(decoded_.size() - k, k, s, 0, k) == 0) {
+        end = std::min(end, decoded_.size() - k);
+        break;
+      }
+  }
+  return std::max(end, sent_.size());
+}
+
+std::string ChoiceText::push(int32_t id) {
+  tokens_.push_back(id);
+  if (!decoder_) return "";
+  decoded_ += decoder_->push(id);
+  const size_t end = safe_end();
+  std::string delta = decoded_.substr(sent_.size(), end - sent_.size());
+  sent_ += delta;
+  return delta;
+}
+
+std::string ChoiceText::finish(size_t text_limit) {
+  if (!tokenizer_) return "";
+  // The final text is computed exactly as generate computes it, not from the stream pieces.
+  std::string text = tokenizer_->decode(tokens_, true);
+  if (text_limit != std::string::npos && text_limit < text.size()) text.resize(text_limit);
+  std::string delta = text.size() > sent_.size() ? text.substr(sent_.size()) : "";
+  sent_ += delta;
+  return delta;
+}
+
+}  // namespace lockstep::server

@@ -1,0 +1,41 @@
+// The text of one choice as it streams. Deltas come from a StreamDecoder (never split inside a
+// UTF-8 character) and hold back any tail that could still become a stop string, because once
+// sent, text cannot be taken back. At the end the text is the same function of the tokens that
+// `lockstep generate` prints: decode(tokens, skip special) cut where the engine found a stop
+// string, so a streamed response concatenates to exactly the non-streamed one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace lockstep::server {
+
+class ChoiceText {
+ public:
+  // tokenizer may be null (id-only model): the text is then empty.
+  ChoiceText(const Tokenizer* tokenizer, std::vector<std::string> stops);
+
+  // Text that became safe to send with this token (often empty).
+  std::string push(int32_t id);
+  // The rest of the text once the engine has finished; text_limit as in StreamEvent.
+  std::string finish(size_t text_limit);
+
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const std::string& sent() const { return sent_; }  // everything returned so far
+
+ private:
+  size_t safe_end() const;
+
+  const Tokenizer* tokenizer_;
+  std::vector<std::string> stops_;
+  std::unique_ptr<StreamDecoder> decoder_;
+  std::vector<int32_t> tokens_;
+  std::string decoded_;  // concatenated decoder output
+  std::string sent_;     // its prefix already returned
+};
+
+}  // namespace lockstep::server

@@ -1,0 +1,73 @@
+#include "server/generation.h"
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/choice_text.h"
+#include "server/response_format.h"
+
+namespace lockstep::server {
+
+std::vector<std::shared_ptr<RequestStream>> submit_choices(const ParsedRequest& p, Engine& engine) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  auto cancel_all = [&] {
+    for (auto& s : streams) s->cancel();
+  };
+  for (int i = 0; i < p.n; ++i) {
+    EngineRequest r = p.request;
+    r.options.sampling.seed += static_cast<uint64_t>(i);
+    try {
+      streams.push_back(engine.submit(std::move(r)));
+    } catch (const QueueFull&) {
+      cancel_all();
+      ApiError e(503, "the server is busy: the request queue is full; retry shortly", "",
+                 "server_error", "queue_full");
+      e.retry_after = 1;
+      throw e;
+    } catch (const ShuttingDown&) {
+      cancel_all();
+      throw ApiError(503, "the server is shutting down", "", "server_error", "shutting_down");
+    } catch (const Error& ex) {
+      cancel_all();
+      throw from_engine_error(ex.what());
+    }
+  }
+  return streams;
+}
+
+void respond_whole(const ParsedRequest& p, const ServingContext& ctx, httplib::Response& res) {
+  auto streams = submit_choices(p, *ctx.engine);
+  std::vector<ChoiceResult> choices(streams.size());
+  try {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      ChoiceText text(ctx.tokenizer, p.request.options.stop);
+      for (;;) {
+        StreamEvent ev;
+        if (!streams[i]->next(ev, std::chrono::milliseconds(1000))) continue;
+        if (ev.kind == StreamEvent::Kind::Token) {
+          text.push(ev.token);
+          if (ev.logprob) choices[i].logprobs.push_back(*ev.logprob);
+          continue;
+        }
+        if (ev.finish_reason == "error")
+          throw ApiError(500, "generation failed: " + ev.error, "", "server_error", "engine_error");
+        if (ev.finish_reason == "cancelled")
+          throw ApiError(503, "the request was cancelled (the server is stopping)", "",
+                         "server_error", "cancelled");
+        text.finish(ev.text_limit);
+        choices[i].text = text.sent();
+        choices[i].finish_reason = ev.finish_reason;
+        choices[i].tokens = static_cast<int64_t>(text.tokens().size());
+        break;
+      }
+    }
+  } catch (...) {
+    for (auto& s : streams) s->cancel();
+    throw;
+  }
+  const ResponseHeader h = new_response_header(p.endpoint, ctx.model_name);
+  res.set_content(to_text(full_response(h, choices, p.logprobs >= 0, ctx.tokenizer,
+                                        static_cast<int64_t>(p.request.prompt.size()))),
+                  "application/json");
+}
+
+}  // namespace lockstep::server

@@ -1,0 +1,17 @@
+// Counters kept by the HTTP layer itself (the engine keeps its own, EngineMetrics). Atomics, so
+// handler threads update them without a lock.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace lockstep::server {
+
+struct HttpStats {
+  std::atomic<uint64_t> completions{0}, chat_completions{0};  // accepted generation requests
+  std::atomic<uint64_t> status_2xx{0}, status_4xx{0}, status_5xx{0};
+  std::atomic<uint64_t> disconnects{0};   // streams whose client went away before the end
+  std::atomic<int64_t> open_streams{0};   // SSE responses still being written
+};
+
+}  // namespace lockstep::server

@@ -1,0 +1,203 @@
+#include "server/request_parse.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "decode/speculative/drafters.h"
+#include "server/api_error.h"
+
+namespace lockstep::server {
+
+namespace {
+
+constexpr int64_t kMaxN = 16;
+constexpr int kMaxLogprobs = 20;
+// Room the engine keeps for one verify block beyond max_tokens (widest draft + 1).
+constexpr int64_t kSpecSlack = 17;
+
+// Fields we cannot honour: refusing them beats silently returning something else.
+void reject_unsupported(const Body& body, Endpoint ep) {
+  if (ep == Endpoint::Completion) {
+    if (get_bool(body, "echo").value_or(false))
+      bad_field("echo", "echo is not supported", "unsupported_parameter");
+    if (get_int(body, "best_of", 1, kMaxN).value_or(1) > 1)
+      bad_field("best_of", "best_of > 1 is not supported; use n", "unsupported_parameter");
+    if (get_string(body, "suffix").value_or("") != "")
+      bad_field("suffix", "suffix is not supported", "unsupported_parameter");
+  }
+  if (has(body, "logit_bias")) {
+    const Body& lb = body.at("logit_bias");
+    if (!lb.is_object()) bad_field("logit_bias", "expected an object, got " + json_kind(lb), "invalid_type");
+    if (!lb.empty()) bad_field("logit_bias", "logit_bias is not supported", "unsupported_parameter");
+  }
+  if (has(body, "response_format")) {
+    const Body& rf = body.at("response_format");
+    if (!rf.is_object() || rf.value("type", std::string()) != "text")
+      bad_field("response_format", "only {\"type\": \"text\"} is supported", "unsupported_parameter");
+  }
+}
+
+std::vector<int32_t> check_ids(const Body& list, const ServingContext& ctx) {
+  std::vector<int32_t> ids;
+  for (const auto& v : list) {
+    if (!v.is_number_integer() && !v.is_number_unsigned())
+      bad_field("prompt", "token id lists must hold integers, found " + json_kind(v), "invalid_type");
+    const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX ? INT64_MAX : v.get<int64_t>();
+    if (id < 0 || id >= ctx.vocab_size)
+      bad_field("prompt", "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                              std::to_string(ctx.vocab_size) + ")", "invalid_value");
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+std::vector<int32_t> encode_text(const std::string& text, const ServingContext& ctx, bool add_special,
+                                 const char* field) {
+  if (!ctx.tokenizer)
+    bad_field(field, "the model has no tokenizer.json; send the prompt as token ids", "no_tokenizer");
+  return ctx.tokenizer->encode(text, add_special);
+}
+
+// prompt: "text", [ids], ["text"] or [[ids]]; one prompt per request.
+std::vector<int32_t> completion_prompt(const Body& body, const ServingContext& ctx) {
+  if (!has(body, "prompt")) bad_field("prompt", "required", "missing_required_parameter");
+  const Body& p = body.at("prompt");
+  // Same encoding as `lockstep generate -p`: with the tokenizer's special tokens (BOS, if any).
+  if (p.is_string()) return encode_text(p.get<std::string>(), ctx, true, "prompt");
+  if (!p.is_array())
+    bad_field("prompt", "expected a string or an array of token ids, got " + json_kind(p), "invalid_type");
+  if (p.empty()) bad_field("prompt", "empty", "invalid_value");
+  if (p[0].is_string() || p[0].is_array()) {
+    if (p.size() != 1)
+      bad_field("prompt", "one prompt per request (got a batch of " + std::to_string(p.size()) +
+                              "); send one request per prompt", "unsupported_parameter");
+    if (p[0].is_string()) return encode_text(p[0].get<std::string>(), ctx, true, "prompt");
+    return check_ids(p[0], ctx);
+  }
+  return check_ids(p, ctx);
+}
+
+// Everything but the prompt: sampling, limits, stops, logprobs, streaming, speculation.
+void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& out) {
+  reject_unsupported(body, out.endpoint);
+  const char* prompt_field = out.endpoint == Endpoint::Chat ? "messages" : "prompt";
+  EngineRequest& r = out.request;
+  const int64_t plen = static_cast<int64_t>(r.prompt.size());
+  if (plen == 0) bad_field(prompt_field, "encodes to no tokens", "invalid_value");
+  if (plen >= ctx.context_tokens)
+    bad_field(prompt_field, "the prompt is " + std::to_string(plen) + " tokens; the context holds " +
+                                std::to_string(ctx.context_tokens) + " (prompt and output together)",
+              "context_length_exceeded");
+
+  // Speculation: the server's --spec unless the request names its own (extension fields).
+  r.spec = get_string(body, "spec").value_or(ctx.config.default_spec);
+  if (!is_spec_mode(r.spec))
+    bad_field("spec", "unknown mode \"" + r.spec + "\" (expected none, lookup, draft or mtp)", "invalid_value");
+  r.draft_width = static_cast<int>(get_int(body, "draft_width", 0, 16).value_or(
+      has(body, "spec") ? 0 : ctx.config.default_draft_width));
+
+  // max_completion_tokens is the newer name; when both come, it wins.
+  const int64_t room = ctx.context_tokens - plen;
+  std::optional<int64_t> max_tokens = get_int(body, "max_tokens", 1, std::numeric_limits<int64_t>::max());
+  const char* max_field = "max_tokens";
+  if (auto m = get_int(body, "max_completion_tokens", 1, std::numeric_limits<int64_t>::max())) {
+    max_tokens = m;
+    max_field = "max_completion_tokens";
+  }
+  const int64_t slack = r.spec == "none" ? 0
+                        : 1 + (r.draft_width > 0 ? r.draft_width : default_draft_width(r.spec));
+  if (max_tokens && *max_tokens + slack > room)
+    bad_field(max_field, std::to_string(*max_tokens) + " new tokens after a prompt of " +
+                             std::to_string(plen) + " exceed the context of " +
+                             std::to_string(ctx.context_tokens) + " tokens (at most " +
+                             std::to_string(std::max<int64_t>(room - slack, 0)) + " here)",
+              "context_length_exceeded");
+  // Defaults: OpenAI's 16 for completions; chat runs until the context is full.
+  const int64_t fallback = out.endpoint == Endpoint::Completion ? 16 : room - kSpecSlack;
+  r.options.max_tokens = max_tokens.value_or(std::max<int64_t>(1, std::min(fallback, room - slack)));
+  if (r.options.max_tokens + slack > room)
+    bad_field(prompt_field, "the prompt leaves no room for output in the context of " +
+                                std::to_string(ctx.context_tokens) + " tokens",
+              "context_length_exceeded");
+
+  SamplingParams& s = r.options.sampling;
+  s.temperature = static_cast<float>(get_number(body, "temperature", 0, 2).value_or(0));
+  s.top_p = static_cast<float>(get_number(body, "top_p", 0, 1).value_or(1));
+  if (s.top_p <= 0) bad_field("top_p", "must be in (0, 1], got 0", "out_of_range");
+  s.top_k = static_cast<int32_t>(std::max<int64_t>(0, get_int(body, "top_k", -1, INT32_MAX).value_or(0)));
+  s.min_p = static_cast<float>(get_number(body, "min_p", 0, 1).value_or(0));
+  s.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", -2, 2).value_or(0));
+  s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", -2, 2).value_or(0));
+  s.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 0, 10).value_or(1));
+  if (s.repetition_penalty <= 0) bad_field("repetition_penalty", "must be in (0, 10], got 0", "out_of_range");
+  // No seed means seed 0, as `lockstep generate` without --seed: a request is reproducible.
+  s.seed = static_cast<uint64_t>(get_int(body, "seed", std::numeric_limits<int64_t>::min(),
+                                         std::numeric_limits<int64_t>::max()).value_or(0));
+
+  r.options.stop = get_string_or_list(body, "stop", 16);
+  const bool ignore_eos = get_bool(body, "ignore_eos").value_or(false);  // extension (benchmarks)
+  if (!ignore_eos) r.options.eos_ids = ctx.eos_ids;
+  if (ctx.tokenizer) {
+    const Tokenizer* tok = ctx.tokenizer;
+    r.options.detokenize = [tok](std::span<const int32_t> ids) { return tok->decode(ids, true); };
+  } else if (!r.options.stop.empty()) {
+    bad_field("stop", "stop strings need the model's tokenizer.json", "no_tokenizer");
+  }
+
+  out.n = static_cast<int>(get_int(body, "n", 1, kMaxN).value_or(1));
+  out.stream = get_bool(body, "stream").value_or(false);
+  if (has(body, "stream_options")) {
+    const Body& so = body.at("stream_options");
+    if (!so.is_object())
+      bad_field("stream_options", "expected an object, got " + json_kind(so), "invalid_type");
+    if (!out.stream) bad_field("stream_options", "only allowed with stream: true", "invalid_value");
+    try {
+      out.include_usage = get_bool(so, "include_usage").value_or(false);
+    } catch (const ApiError&) {
+      bad_field("stream_options.include_usage", "expected a boolean", "invalid_type");
+    }
+  }
+  (void)get_string(body, "user");  // accepted (type-checked), not used
+
+  if (out.endpoint == Endpoint::Completion) {
+    out.logprobs = static_cast<int>(get_int(body, "logprobs", 0, kMaxLogprobs).value_or(-1));
+  } else {
+    const bool want = get_bool(body, "logprobs").value_or(false);
+    const auto top = get_int(body, "top_logprobs", 0, kMaxLogprobs);
+    if (top && !want) bad_field("top_logprobs", "needs logprobs: true", "invalid_value");
+    out.logprobs = want ? static_cast<int>(top.value_or(0)) : -1;
+  }
+  r.top_logprobs = out.logprobs;
+}
+
+}  // namespace
+
+void check_model_name(const Body& body, const ServingContext& ctx) {
+  const auto model = get_string(body, "model");
+  if (model && *model != ctx.model_name && *model != "default")
+    throw ApiError(404, "model \"" + *model + "\" is not served here (this server runs \"" +
+                            ctx.model_name + "\"; \"default\" also works)",
+                   "model", "invalid_request_error", "model_not_found");
+}
+
+ParsedRequest parse_completion(const Body& body, const ServingContext& ctx) {
+  ParsedRequest out;
+  out.endpoint = Endpoint::Completion;
+  check_model_name(body, ctx);
+  out.request.prompt = completion_prompt(body, ctx);
+  parse_common(body, ctx, out);
+  return out;
+}
+
+ParsedRequest parse_chat(const Body& body, const ServingContext& ctx) {
+  ParsedRequest out;
+  out.endpoint = Endpoint::Chat;
+  check_model_name(body, ctx);
+  // As transformers' apply_chat_template(tokenize=True): the template writes every special token
+  // itself, so encoding adds none.
+  out.request.prompt = encode_text(render_chat_prompt(body, ctx), ctx, false, "messages");
+  parse_common(body, ctx, out);
+  return out;
+}
+
+}  // namespace lockstep::server

@@ -1,0 +1,37 @@
+// OpenAI request bodies -> engine requests. Every parameter is checked here, before anything is
+// queued, so a bad request costs no engine time and its error names the field. The options built
+// for a request are exactly those `lockstep generate` builds from the same flags (eos ids from
+// config.json and the tokenizer, detokenize with special tokens skipped for stop strings), which
+// is what makes a server response equal the CLI's text.
+#pragma once
+
+#include <string>
+
+#include "scheduler/request_queue.h"
+#include "server/json_fields.h"
+#include "server/serving_context.h"
+
+namespace lockstep::server {
+
+enum class Endpoint { Completion, Chat };
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::Completion;
+  EngineRequest request;  // choice 0; choice i runs with seed + i
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;   // stream_options.include_usage
+  int logprobs = -1;            // -1: none; else alternatives per token (top_logprobs)
+};
+
+ParsedRequest parse_completion(const Body& body, const ServingContext& ctx);
+ParsedRequest parse_chat(const Body& body, const ServingContext& ctx);
+
+// The prompt text of a chat request: messages rendered with the model's template,
+// add_generation_prompt = true, the config's special tokens and any chat_template_kwargs.
+std::string render_chat_prompt(const Body& body, const ServingContext& ctx);
+
+// 400 unless `model` is absent, "default" or the served model's name.
+void check_model_name(const Body& body, const ServingContext& ctx);
+
+}  // namespace lockstep::server

@@ -1,0 +1,59 @@
+// OpenAI response shapes: whole responses, streaming chunks (SSE), usage and logprobs, for
+// /v1/completions ("text_completion") and /v1/chat/completions ("chat.completion").
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "scheduler/request_queue.h"
+#include "server/request_parse.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lockstep::server {
+
+// Fields every response and chunk of one request shares.
+struct ResponseHeader {
+  std::string id;        // cmpl-... / chatcmpl-...
+  int64_t created = 0;   // Unix seconds
+  std::string model;
+  Endpoint endpoint = Endpoint::Completion;
+};
+
+ResponseHeader new_response_header(Endpoint endpoint, const std::string& model);
+
+struct ChoiceResult {
+  std::string text;
+  std::string finish_reason;
+  std::vector<TokenLogprob> logprobs;
+  int64_t tokens = 0;
+};
+
+nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+
+// Logprobs of `lps` in the endpoint's format (completions: tokens / token_logprobs /
+// top_logprobs / text_offset starting at `text_offset`; chat: {"content": [...]}).
+nlohmann::ordered_json logprobs_json(Endpoint endpoint, const Tokenizer* tokenizer,
+                             std::span<const TokenLogprob> lps, size_t text_offset);
+
+nlohmann::ordered_json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& choices,
+                             bool with_logprobs, const Tokenizer* tokenizer,
+                             int64_t prompt_tokens);
+
+// One streaming chunk for choice `index`: text (or chat delta content), an optional finish
+// reason ("" for none), logprobs (null when not requested), and "usage": null when the client
+// asked for usage (OpenAI sends it on every chunk then, set only on the last).
+nlohmann::ordered_json stream_chunk(const ResponseHeader& h, int index, const std::string& text,
+                            bool first, const std::string& finish_reason,
+                            nlohmann::ordered_json logprobs, bool include_usage);
+// The final usage chunk: "choices": [].
+nlohmann::ordered_json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens);
+
+// JSON text; invalid UTF-8 (a token that is half a character) becomes U+FFFD.
+std::string to_text(const nlohmann::ordered_json& j);
+// "data: <json>\n\n"
+std::string sse_event(const nlohmann::ordered_json& j);
+
+}  // namespace lockstep::server
