@@ -1,0 +1,126 @@
+// lockstep serve: the OpenAI-compatible HTTP server (src/server/) over the continuous-batching
+// engine (src/scheduler/). SIGTERM or SIGINT stops it gracefully: new requests get 503, every
+// admitted request runs to its end, then the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/serving_setup.h"
+#include "core/error.h"
+#include "scheduler/engine.h"
+#include "server/http_server.h"
+
+namespace lockstep::cli {
+namespace {
+
+struct ServeFlags {
+  ModelFlags model;
+  SpecFlags spec;
+  server::ServerConfig server;
+  EngineOptions engine;
+  std::string alias;
+};
+
+// Blocks the stop signals in every thread (call before any thread starts) and waits for them
+// on one thread: the first starts the graceful stop, a second one exits at once.
+std::thread watch_stop_signals(server::HttpServer& http) {
+  return std::thread([&http] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "lockstep: %s: finishing in-flight requests, then exiting (again to force)\n",
+                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+    std::thread drainer([&http] { http.drain_and_stop(); });
+    drainer.detach();
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "lockstep: second signal: exiting now\n");
+    std::_Exit(1);
+  });
+}
+
+int run_serve(ServeFlags& f) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+
+  apply_numerics(f.spec);
+  int64_t kv_tokens = f.model.ctx_size;
+  if (kv_tokens == 0) {
+    // Default: every parallel sequence may use a full context (up to 4096 tokens each).
+    const std::string dir = resolve_model_dir(f.model);
+    const int64_t max_pos = load_model_config(dir).max_position_embeddings;
+    kv_tokens = static_cast<int64_t>(f.engine.parallel) * (max_pos > 0 ? std::min<int64_t>(max_pos, 4096) : 4096);
+  }
+  ServingBundle b = load_serving_bundle(f.model, f.spec, kv_tokens);
+  if (f.spec.spec == "mtp" && !b.model->mtp()) fail("--spec mtp: the model has no MTP head");
+
+  Engine engine(*b.model, f.engine, b.draft.get());
+  server::ServingContext ctx;
+  ctx.engine = &engine;
+  ctx.tokenizer = b.tokenizer.get();
+  ctx.chat_template = b.chat_template;
+  ctx.template_vars = b.template_vars;
+  ctx.eos_ids = b.eos_ids;
+  ctx.model_name = !f.alias.empty() ? f.alias : std::filesystem::path(b.dir).lexically_normal().filename().string();
+  if (ctx.model_name.empty()) ctx.model_name = std::filesystem::path(b.dir).parent_path().filename().string();
+  ctx.context_tokens = b.context_tokens;
+  ctx.vocab_size = b.model->config().vocab_size;
+  f.server.default_spec = f.spec.spec;
+  f.server.default_draft_width = f.spec.draft_width;
+  ctx.config = f.server;
+
+  server::HttpServer http(std::move(ctx));
+  const int port = http.bind();
+  if (!b.chat_template) std::fprintf(stderr, "lockstep: chat disabled: %s\n", b.chat_template_error.c_str());
+  std::fprintf(stderr,
+               "lockstep: serving %s as \"%s\" (parallel %d, KV %lld tokens, context %lld, spec %s%s)\n"
+               "lockstep: listening on http://%s:%d\n",
+               b.dir.c_str(), http.context().model_name.c_str(), f.engine.parallel,
+               static_cast<long long>(kv_tokens), static_cast<long long>(b.context_tokens),
+               f.spec.spec.c_str(), f.server.api_key.empty() ? "" : ", API key required",
+               f.server.host.c_str(), port);
+  std::thread watcher = watch_stop_signals(http);
+  watcher.detach();  // it ends the process itself on a second signal
+  http.serve();
+  std::fprintf(stderr, "lockstep: stopped\n");
+  return 0;
+}
+
+const Command kServe("serve", "OpenAI-compatible HTTP server with continuous batching", [](CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  add_model_flags(app, f->model, false);
+  add_spec_flags(app, f->spec);
+  app.add_option("--host", f->server.host, "Address to listen on (default 127.0.0.1)");
+  app.add_option("--port", f->server.port, "Port (default 8080; 0: any free port, printed)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--parallel", f->engine.parallel, "Sequences decoded at once (default 8)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--prefill-chunk", f->engine.prefill_chunk,
+                 "Prompt tokens per sequence per step (default 256); never changes output")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--step-tokens", f->engine.max_step_tokens, "Tokens in one forward over all sequences (default 512)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--max-queue", f->engine.max_queue, "Waiting requests before 503 (default 64)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  app.add_option("--api-key", f->server.api_key, "Require Authorization: Bearer KEY (all but /health)");
+  app.add_option("--alias", f->alias, "Model name in responses and /v1/models (default: the directory name)");
+  app.add_option("--http-threads", f->server.http_threads, "Connection threads (default: parallel + max-queue + 16)")
+      ->check(CLI::Range(0, 4096));
+  app.get_option("--ctx-size")->description("KV cache capacity in tokens over all sequences "
+                                            "(default: parallel x min(model context, 4096))");
+  return [f] { return run_serve(*f); };
+});
+
+}  // namespace
+}  // namespace lockstep::cli

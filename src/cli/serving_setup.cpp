@@ -1,0 +1,72 @@
+#include "cli/serving_setup.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace lockstep::cli {
+
+namespace {
+
+nlohmann::ordered_json template_vars_of(const std::string& dir) {
+  const std::string path = dir + "/tokenizer_config.json";
+  if (!std::filesystem::exists(path)) return nlohmann::ordered_json::object();
+  std::ifstream in(path);
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded()) fail(path, ": not valid JSON");
+  return chat::special_tokens_from_config(config);
+}
+
+}  // namespace
+
+ServingBundle load_serving_bundle(const ModelFlags& flags, const SpecFlags& spec, int64_t kv_tokens) {
+  ServingBundle b;
+  b.dir = resolve_model_dir(flags);
+  ModelFlags mf = flags;
+  mf.dir = b.dir;
+  mf.ctx_size = kv_tokens;
+  b.model = load_model_from_flags(mf);
+  const KvPool& pool = b.model->kv_pool();
+  const int64_t capacity = pool.total_blocks() * pool.block_tokens();
+  const int64_t max_pos = b.model->config().max_position_embeddings;
+  b.context_tokens = max_pos > 0 ? std::min(capacity, max_pos) : capacity;
+
+  // The draft model is small; load it whenever one is named or shipped, so any request may ask
+  // for spec "draft".
+  const std::string draft_dir = !spec.draft_model.empty() ? spec.draft_model : default_draft_dir(b.dir);
+  if (spec.spec == "draft" && draft_dir.empty()) fail("--spec draft needs --draft-model DIR");
+  if (!draft_dir.empty()) {
+    ModelOptions o;
+    o.kv_capacity_tokens = capacity;
+    b.draft = load_model(draft_dir, o);
+    if (b.draft->config().vocab_size > b.model->config().vocab_size)
+      fail("--draft-model: vocabulary of ", b.draft->config().vocab_size,
+           " tokens is larger than the target's ", b.model->config().vocab_size,
+           " (draft and target must share a tokenizer)");
+  }
+
+  b.tokenizer = load_tokenizer_if_present(b.dir);
+  b.eos_ids = b.model->config().eos_token_ids;
+  if (b.tokenizer) {
+    for (int32_t id : b.tokenizer->eos_ids())
+      if (std::find(b.eos_ids.begin(), b.eos_ids.end(), id) == b.eos_ids.end()) b.eos_ids.push_back(id);
+    if (b.tokenizer->chat_template().empty()) {
+      b.chat_template_error = b.dir + " has no chat template (tokenizer_config.json chat_template)";
+    } else {
+      try {
+        b.chat_template = std::make_shared<const ChatTemplate>(b.tokenizer->chat_template());
+      } catch (const Error& e) {
+        b.chat_template_error = std::string("the chat template does not parse: ") + e.what();
+      }
+    }
+    b.template_vars = template_vars_of(b.dir);
+  } else {
+    b.chat_template_error = b.dir + " has no tokenizer.json";
+  }
+  return b;
+}
+
+}  // namespace lockstep::cli
