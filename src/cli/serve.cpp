@@ -113,6 +113,8 @@ const Command kServe("serve", "OpenAI-compatible HTTP server with continuous bat
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--max-queue", f->engine.max_queue, "Waiting requests before 503 (default 64)")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  app.add_flag("--no-prefix-cache{false}", f->engine.prefix_cache,
+               "Do not keep finished prompts' KV for reuse (never changes output)");
   app.add_option("--api-key", f->server.api_key, "Require Authorization: Bearer KEY (all but /health)");
   app.add_option("--alias", f->alias, "Model name in responses and /v1/models (default: the directory name)");
   app.add_option("--http-threads", f->server.http_threads, "Connection threads (default: parallel + max-queue + 16)")

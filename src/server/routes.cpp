@@ -62,6 +62,11 @@ json model_card(const ServingContext& ctx, int64_t created) {
 
 void tokenize(const httplib::Request& req, httplib::Response& res, const ServingContext& ctx) {
   const Body body = parse_body(req.body);
+  if (has(body, "messages")) {  // a chat: the exact prompt ids /v1/chat/completions would run
+    const std::string text = render_chat_prompt(body, ctx);
+    res.set_content(to_text(json{{"tokens", ctx.tokenizer->encode(text, false)}}), "application/json");
+    return;
+  }
   const char* field = has(body, "content") ? "content" : "prompt";
   const auto text = get_string(body, field);
   if (!text) bad_field("content", "required (a string)", "missing_required_parameter");
@@ -112,8 +117,14 @@ void register_routes(httplib::Server& http, const ServingContext& ctx, HttpStats
   // wrote an error body keep it.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    send_error(res, ApiError(res.status, "no route for " + req.method + " " + req.path, "",
-                             "invalid_request_error", res.status == 404 ? "not_found" : ""));
+    std::string message = "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path;
+    if (res.status == 404) message = "no route for " + req.method + " " + req.path;
+    // httplib refuses form-encoded bodies over 8 KiB (curl -d sends that type by default).
+    if (res.status == 413)
+      message = "request body too large (form-encoded bodies over 8 KiB are refused: send "
+                "Content-Type: application/json)";
+    send_error(res, ApiError(res.status, message, "", "invalid_request_error",
+                             res.status == 404 ? "not_found" : ""));
   });
   http.set_logger([&stats](const httplib::Request&, const httplib::Response& res) {
     if (res.status >= 500) ++stats.status_5xx;
