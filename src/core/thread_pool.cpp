@@ -55,40 +55,58 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+namespace {
+constexpr int kIndexBits = 20;
+constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+// Chunks per thread: enough that a descheduled worker holds up little, few enough that claiming
+// (one compare-exchange) stays negligible next to a chunk's work.
+constexpr int64_t kChunksPerThread = 4;
+}  // namespace
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                               int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t units = (n + grain - 1) / grain;
-  const int parts = static_cast<int>(std::min<int64_t>(size(), units));
-  if (parts <= 1) {
+  if (size() == 1 || units == 1) {
     fn(0, n);
     return;
   }
-  // One job at a time: two threads (an engine and a CLI-side model, say) may share the pool.
-  std::lock_guard<std::mutex> caller(caller_mu_);
+  const int64_t chunks = std::min<int64_t>(units, kChunksPerThread * size());
   job_ = &fn;
   job_n_ = n;
   job_grain_ = grain;
-  job_parts_ = parts;
-  // Every worker acknowledges every job, also those with no part in it: then no worker can still
-  // be reading this job's fields when the next job overwrites them.
-  pending_.store(size() - 1, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  serial_ = (serial_ + 1) & ((uint64_t{1} << (64 - 2 * kIndexBits)) - 1);
+  claim_.store((serial_ << (2 * kIndexBits)) | (static_cast<uint64_t>(chunks) << kIndexBits),
+               std::memory_order_release);
   // seq_cst store then seq_cst load of sleeping_: either we see a worker that is about to sleep
   // and wake it, or that worker's own check sees the new generation (worker_loop).
   generation_.fetch_add(1);
   if (sleeping_.load() > 0) generation_.notify_all();
-  int64_t b, e;
-  part_range(n, grain, parts, 0, &b, &e);
-  fn(b, e);
-  for (int spins = 1; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  run_chunks();
+  for (int spins = 1; done_.load(std::memory_order_acquire) != chunks; ++spins) {
     LOCKSTEP_PAUSE();
     if (spins % kPausesPerYield == 0) sched_yield();
   }
   job_ = nullptr;
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::run_chunks() {
+  for (;;) {
+    uint64_t word = claim_.load(std::memory_order_acquire);
+    const int64_t next = static_cast<int64_t>(word & kIndexMask);
+    const int64_t chunks = static_cast<int64_t>((word >> kIndexBits) & kIndexMask);
+    if (next >= chunks) return;
+    if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel)) continue;
+    int64_t b, e;
+    part_range(job_n_, job_grain_, static_cast<int>(chunks), static_cast<int>(next), &b, &e);
+    if (b < e) (*job_)(b, e);
+    done_.fetch_add(1, std::memory_order_release);
+  }
+}
+
+void ThreadPool::worker_loop(int /*index*/) {
   // Generation 0 is the state at construction, before any job: a worker that starts late still
   // sees the first job as new.
   uint32_t seen = 0;
@@ -109,12 +127,7 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = now;
     if (stop_.load()) return;
-    if (index < job_parts_) {
-      int64_t b, e;
-      part_range(job_n_, job_grain_, job_parts_, index, &b, &e);
-      (*job_)(b, e);
-    }
-    pending_.fetch_sub(1, std::memory_order_release);
+    run_chunks();
   }
 }
 

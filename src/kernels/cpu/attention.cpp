@@ -28,25 +28,8 @@ constexpr int kG = kLanes / static_cast<int>(kN);  // vectors per 16-lane group
 // one pass).
 constexpr int kVB = kN >= 16 ? 8 : 4;
 
-// ref::dot's schedule: lane = d mod 16, FMAs in increasing d, zero padding, fixed fold.
 HWY_INLINE float scheduled_dot(const float* a, const float* b, int64_t K) {
-  const DF df;
-  VF acc[kG];
-  for (int g = 0; g < kG; ++g) acc[g] = hn::Zero(df);
-  const int64_t full = K / kLanes * kLanes;
-  for (int64_t k = 0; k < full; k += kLanes)
-    for (int g = 0; g < kG; ++g)
-      acc[g] = hn::MulAdd(hn::LoadU(df, a + k + g * kN), hn::LoadU(df, b + k + g * kN), acc[g]);
-  if (full < K) {
-    HWY_ALIGN float ap[kLanes] = {}, bp[kLanes] = {};
-    for (int64_t i = 0; i < K - full; ++i) {
-      ap[i] = a[full + i];
-      bp[i] = b[full + i];
-    }
-    for (int g = 0; g < kG; ++g)
-      acc[g] = hn::MulAdd(hn::Load(df, ap + g * kN), hn::Load(df, bp + g * kN), acc[g]);
-  }
-  return vm::fold16<kG>(df, acc);
+  return vm::dot16<kG>(DF(), a, b, K);
 }
 
 // Four keys' scheduled dots at once: four independent FMA chains instead of one, so the FMA

@@ -31,22 +31,6 @@ void embedding(const Weight& table, std::span<const int32_t> ids, float* out) {
   }
 }
 
-void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps, bool zero_centered,
-              float* y) {
-  profile::Scope prof(profile::Op::RmsNorm);
-  for (int64_t m = 0; m < M; ++m) {
-    const float* xr = x + m * D;
-    float* yr = y + m * D;
-    const float ss = ref::dot(xr, xr, D);
-    const float r = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
-    if (zero_centered) {
-      for (int64_t d = 0; d < D; ++d) yr[d] = (xr[d] * r) * (1.0f + w[d]);
-    } else {
-      for (int64_t d = 0; d < D; ++d) yr[d] = (xr[d] * r) * w[d];
-    }
-  }
-}
-
 void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
           const float* cos_sin) {
   profile::Scope prof(profile::Op::Rope);

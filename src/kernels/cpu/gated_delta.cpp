@@ -38,14 +38,6 @@ void causal_conv1d_step(const float* x, int64_t C, int64_t K, const float* w, fl
   }
 }
 
-void l2_normalize(float* x, int64_t rows, int64_t D, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float* xr = x + r * D;
-    const float inv = 1.0f / std::sqrt(ref::dot(xr, xr, D) + eps);
-    for (int64_t d = 0; d < D; ++d) xr[d] *= inv;
-  }
-}
-
 namespace {
 
 // Folds lanes [kLanes][dv] into out[dv] after adding the padding terms of the 16-lane schedule
@@ -98,18 +90,6 @@ void gated_delta_step(float* state, int64_t dk, int64_t dv, const float* q, cons
     }
   }
   if (out) fold_columns(lanes.data(), dk, dv, out);
-}
-
-void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
-                    float eps, float* y) {
-  profile::Scope prof(profile::Op::RmsNorm);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * D;
-    const float* zr = z + r * D;
-    float* yr = y + r * D;
-    const float inv = 1.0f / std::sqrt(ref::dot(xr, xr, D) / static_cast<float>(D) + eps);
-    for (int64_t d = 0; d < D; ++d) yr[d] = ((xr[d] * inv) * w[d]) * silu_f32(zr[d]);
-  }
 }
 
 void delta_gates(const float* a, const float* b, const float* A_log, const float* dt_bias,

@@ -42,6 +42,31 @@ HWY_INLINE float fold16(D d, const V* acc) {
   }
 }
 
+// ref::dot's schedule on float vectors: lane = k mod 16 (16 lanes in kG vectors of D), FMAs in
+// increasing k, zero padding to a multiple of 16, then fold16.
+template <int kG, class D>
+HWY_INLINE float dot16(D d, const float* a, const float* b, int64_t K) {
+  constexpr size_t kN = hn::MaxLanes(D());
+  static_assert(kN * kG == kLanes, "kG vectors of D make the 16 lanes");
+  using V = decltype(hn::Zero(d));
+  V acc[kG];
+  for (int g = 0; g < kG; ++g) acc[g] = hn::Zero(d);
+  const int64_t full = K / kLanes * kLanes;
+  for (int64_t k = 0; k < full; k += kLanes)
+    for (int g = 0; g < kG; ++g)
+      acc[g] = hn::MulAdd(hn::LoadU(d, a + k + g * kN), hn::LoadU(d, b + k + g * kN), acc[g]);
+  if (full < K) {
+    HWY_ALIGN float ap[kLanes] = {}, bp[kLanes] = {};
+    for (int64_t i = 0; i < K - full; ++i) {
+      ap[i] = a[full + i];
+      bp[i] = b[full + i];
+    }
+    for (int g = 0; g < kG; ++g)
+      acc[g] = hn::MulAdd(hn::Load(d, ap + g * kN), hn::Load(d, bp + g * kN), acc[g]);
+  }
+  return fold16<kG>(d, acc);
+}
+
 // exp_f32 of every lane (math.h: range reduction with a two-part ln2, degree-7 Horner polynomial,
 // scaling by 2^n in two factors), with its special cases as lane selects.
 template <class D, class V>
