@@ -12,7 +12,7 @@ bool is_spec_mode(const std::string& m) {
 }
 
 int default_draft_width(const std::string& mode) {
-  if (mode == "lookup") return 4;
+  if (mode == "lookup") return 8;
   if (mode == "draft") return 2;
   return 1;  // mtp
 }
