@@ -1,8 +1,8 @@
 // lockstep serve: the OpenAI-compatible HTTP server (src/server/) over the continuous-batching
 // engine (src/scheduler/). SIGTERM or SIGINT stops it gracefully: new requests get 503, every
 // admitted request runs to its end, then the process exits 0.
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -26,33 +26,45 @@ struct ServeFlags {
   std::string alias;
 };
 
-// Blocks the stop signals in every thread (call before any thread starts) and waits for them
-// on one thread: the first starts the graceful stop, a second one exits at once.
+// Stop signals: the handler only writes the signal number to a pipe (async-signal-safe, and
+// correct whichever thread the kernel picks to run it, including threads started before main);
+// one watcher thread reads it: the first signal starts the graceful stop, a second exits at once.
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_stop_signal(int sig) {
+  const char c = static_cast<char>(sig);
+  [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &c, 1);
+}
+
+void install_stop_signals() {
+  if (pipe(g_signal_pipe) != 0) fail("cannot create the signal pipe");
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+}
+
 std::thread watch_stop_signals(server::HttpServer& http) {
   return std::thread([&http] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    int sig = 0;
-    sigwait(&set, &sig);
+    char c = 0;
+    while (read(g_signal_pipe[0], &c, 1) != 1) {
+    }
     std::fprintf(stderr, "lockstep: %s: finishing in-flight requests, then exiting (again to force)\n",
-                 sig == SIGINT ? "SIGINT" : "SIGTERM");
+                 c == SIGINT ? "SIGINT" : "SIGTERM");
     std::thread drainer([&http] { http.drain_and_stop(); });
     drainer.detach();
-    sigwait(&set, &sig);
+    while (read(g_signal_pipe[0], &c, 1) != 1) {
+    }
     std::fprintf(stderr, "lockstep: second signal: exiting now\n");
     std::_Exit(1);
   });
 }
 
 int run_serve(ServeFlags& f) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+  install_stop_signals();
 
   apply_numerics(f.spec);
   int64_t kv_tokens = f.model.ctx_size;
