@@ -1,5 +1,7 @@
 #include "chat/text.h"
 
+#include "core/utf8.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -37,23 +39,7 @@ std::vector<uint32_t> decode(std::string_view s) {
   return out;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+void append_utf8(std::string& out, uint32_t cp) { utf8::append(out, static_cast<char32_t>(cp)); }
 
 bool is_space(uint32_t cp) {
   // Python's str.isspace(): bidirectional class WS/B/S or category Zs.

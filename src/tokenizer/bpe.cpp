@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <queue>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace lockstep {
 

@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace lockstep {
 

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace lockstep {
 namespace {

@@ -1,4 +1,4 @@
-// UTF-8 helpers shared by the tokenizer stages. The reference library works on Rust strings, which
+// UTF-8 helpers shared by the tokenizer stages and the chat templates. The reference library works on Rust strings, which
 // are always valid UTF-8; lockstep accepts arbitrary bytes and makes them valid first (see
 // sanitize_utf8), so every later stage may assume well-formed input.
 #pragma once
