@@ -13,11 +13,30 @@
 
 namespace lockstep::kernels {
 
-// A weight matrix W[rows = N outputs][cols = K inputs], in its checkpoint dtype (F32, BF16, F16).
+// How a weight matrix's elements are stored (kernels/quant_format.h describes the formats).
+enum class QuantFormat : uint8_t {
+  None,    // `data` holds rows x cols elements of `dtype`
+  Affine,  // MLX group-wise affine: w = fma(q, scale, bias), q unsigned of `bits` bits
+};
+
+// A weight matrix W[rows = N outputs][cols = K inputs], in its checkpoint dtype (F32, BF16, F16),
+// or quantized (quant != None): then `data` holds the packed codes (MLX layout: row-major uint32
+// words, element k of a row in bits [(k % (32/bits)) * bits, ...) of word k / (32/bits)), and
+// `scales` / `biases` hold one value of `scale_dtype` per group of `group_size` elements per row,
+// [rows][cols / group_size]. `dtype` is then unused.
 struct Weight {
   DType dtype = DType::F32;
   int64_t rows = 0, cols = 0;
   const void* data = nullptr;
+  QuantFormat quant = QuantFormat::None;
+  int bits = 0;
+  int64_t group_size = 0;
+  DType scale_dtype = DType::F32;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+
+  // Bytes the matrix occupies (what one pass over it reads).
+  int64_t bytes() const;
 };
 
 // y[m][n] = sum_k x[m][k] W[n][k] (+ bias[n]), x: [M][K], y: [M][N]. bias may be null.

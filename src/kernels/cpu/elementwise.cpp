@@ -8,6 +8,7 @@
 #include "core/profile.h"
 #include "kernels/math.h"
 #include "kernels/ops.h"
+#include "kernels/ref/quant_ref.h"
 #include "kernels/ref/ref_ops.h"
 #include "kernels/schedule.h"
 
@@ -21,6 +22,10 @@ void embedding(const Weight& table, std::span<const int32_t> ids, float* out) {
     if (id < 0 || id >= table.rows)
       fail("token id ", id, " is outside the vocabulary [0, ", table.rows, ")");
     float* row = out + static_cast<int64_t>(i) * D;
+    if (table.quant != QuantFormat::None) {
+      ref::dequantize_row(table, id, row);
+      continue;
+    }
     switch (table.dtype) {
       case DType::F32:
         std::memcpy(row, static_cast<const float*>(table.data) + id * D, D * sizeof(float));

@@ -146,6 +146,7 @@ HWY_AFTER_NAMESPACE();
 #include <atomic>
 
 #include "core/profile.h"
+#include "kernels/cpu/linear_quant.h"
 #include "kernels/numerics.h"
 
 namespace lockstep::kernels {
@@ -159,6 +160,7 @@ Numerics numerics() { return g_numerics; }
 
 void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y,
             ThreadPool& pool) {
+  if (w.quant != QuantFormat::None) return linear_quant(x, M, w, bias, y, pool);
   const int64_t N = w.rows, K = w.cols;
   profile::Scope prof(profile::Op::Linear, N * K * static_cast<int64_t>(dtype_size(w.dtype)));
   if (M > 1 && g_numerics == Numerics::Fast) {

@@ -1,0 +1,205 @@
+// linear() for quantized weights (kernels/quant_format.h), compiled for every Highway target and
+// dispatched at run time.
+//
+// Each weight element is dequantized to exactly the float32 the format defines, fma(q, s, b), and
+// fed to the dot schedule of schedule.h (16 logical lanes, lane = k mod 16, FMAs in increasing k,
+// fixed folding tree; K is a multiple of the group size, itself a multiple of 16, so there is no
+// padding). The result is therefore ref::quant_linear_cols bit for bit, for any row count,
+// thread count and target. Tiles only decide which dot products share loads and dequantization.
+//
+// 4-bit codes are unpacked in the order cheapest for SIMD: in each 16-element block the low
+// nibbles (even elements) fill physical lanes 0..7 and the high nibbles (odd elements) lanes
+// 8..15. x is permuted the same way once per call, so every lane still pairs x[k] with w[k] and
+// accumulates the elements of one logical lane in increasing k; the lane sums are put back in
+// logical order before the fold.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/linear_quant.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/fma_targets.h"
+#include "kernels/cpu/vec_math-inl.h"
+#include "kernels/ops.h"
+#include "kernels/quant_format.h"
+#include "kernels/ref/quant_ref.h"
+#include "kernels/schedule.h"
+
+#ifndef LOCKSTEP_LINEAR_QUANT_PERM
+#define LOCKSTEP_LINEAR_QUANT_PERM
+namespace lockstep::kernels {
+// Logical lane (element of the 16-block) held by physical lane j for 4-bit codes.
+constexpr int nibble_lane(int j) { return j < 8 ? 2 * j : 2 * (j - 8) + 1; }
+}  // namespace lockstep::kernels
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace lockstep::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if !LOCKSTEP_HWY_NO_FMA
+using DF = hn::CappedTag<float, kLanes>;
+using VF = decltype(hn::Zero(DF()));
+using DU = hn::RebindToUnsigned<DF>;
+using DI = hn::RebindToSigned<DF>;
+constexpr size_t kN = hn::MaxLanes(DF());
+constexpr int kG = kLanes / static_cast<int>(kN);  // vectors per 16-lane block
+static_assert(kN == 4 || kN == 8 || kN == 16, "16 lanes in 1, 2 or 4 vectors");
+
+template <class V>
+HWY_INLINE VF to_float(V codes) {  // codes < 256: exact
+  return hn::ConvertTo(DF(), hn::BitCast(DI(), codes));
+}
+
+// The 16 codes of the block at p (16 bytes for 8-bit, 8 bytes for 4-bit) as floats, in physical
+// lane order (identity for 8-bit, nibble_lane for 4-bit).
+template <int Bits>
+HWY_INLINE void load_codes(const uint8_t* p, VF* q) {
+  if constexpr (Bits == 8) {
+    const hn::Rebind<uint8_t, DF> d8;
+    for (int g = 0; g < kG; ++g) q[g] = to_float(hn::PromoteTo(DU(), hn::LoadU(d8, p + g * kN)));
+  } else if constexpr (kN == 16) {
+    const hn::Half<DU> dh;
+    const hn::Rebind<uint8_t, decltype(dh)> d8;
+    const auto b = hn::PromoteTo(dh, hn::LoadU(d8, p));
+    q[0] = to_float(hn::Combine(DU(), hn::ShiftRight<4>(b), hn::And(b, hn::Set(dh, 15u))));
+  } else {
+    // kN == 8: one 8-byte load, low nibbles then high; kN == 4: two 4-byte loads.
+    const hn::Rebind<uint8_t, DF> d8;
+    constexpr int kLoads = kG / 2;
+    for (int i = 0; i < kLoads; ++i) {
+      const auto b = hn::PromoteTo(DU(), hn::LoadU(d8, p + i * kN));
+      q[i] = to_float(hn::And(b, hn::Set(DU(), 15u)));
+      q[kLoads + i] = to_float(hn::ShiftRight<4>(b));
+    }
+  }
+}
+
+// y for a tile of R rows x C columns (weight rows n .. n+C-1). x rows are K floats apart.
+template <int R, int C, int Bits>
+HWY_INLINE void tile(const float* x, const Weight& w, int64_t n, float* y, int64_t ldy) {
+  const DF df;
+  const int64_t K = w.cols, G = w.group_size, groups = K / G;
+  const int64_t row_bytes = K * Bits / 8;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data) + n * row_bytes;
+  VF acc[R][C][kG];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      for (int g = 0; g < kG; ++g) acc[r][c][g] = hn::Zero(df);
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    VF sv[C], bv[C];
+    for (int c = 0; c < C; ++c) {
+      const int64_t at = (n + c) * groups + gi;
+      sv[c] = hn::Set(df, scalar_at(w.scale_dtype, w.scales, at));
+      bv[c] = hn::Set(df, scalar_at(w.scale_dtype, w.biases, at));
+    }
+    for (int64_t k = gi * G; k < (gi + 1) * G; k += kLanes) {
+      if (R == 1 && k % 64 == 0)  // stream the next tile's rows (one line per row) a tile ahead
+        for (int c = 0; c < C; ++c)
+          __builtin_prefetch(base + (C + c) * row_bytes + k * Bits / 8, 0, 0);
+      VF q[C][kG];
+      for (int c = 0; c < C; ++c) load_codes<Bits>(base + c * row_bytes + k * Bits / 8, q[c]);
+      for (int g = 0; g < kG; ++g) {
+        VF xv[R];
+        for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(df, x + r * K + k + g * kN);
+        for (int c = 0; c < C; ++c) {
+          const VF wv = hn::MulAdd(q[c][g], sv[c], bv[c]);  // the format's element, exactly
+          for (int r = 0; r < R; ++r) acc[r][c][g] = hn::MulAdd(xv[r], wv, acc[r][c][g]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      if constexpr (Bits == 8) {
+        y[r * ldy + c] = vm::fold16<kG>(df, acc[r][c]);
+      } else {
+        HWY_ALIGN float phys[kLanes];
+        float lanes[kLanes];
+        for (int g = 0; g < kG; ++g) hn::Store(acc[r][c][g], df, phys + g * kN);
+        for (int j = 0; j < kLanes; ++j) lanes[nibble_lane(j)] = phys[j];
+        y[r * ldy + c] = fold_lanes(lanes);
+      }
+    }
+}
+
+// Tile shapes: enough accumulators to hide FMA latency, few enough that the per-column scale and
+// bias vectors stay in registers. They never change any element's arithmetic.
+constexpr int kRows = 4;
+constexpr int kCols = kN >= 16 ? 2 : 1;
+constexpr int kGemvCols = kN >= 16 ? 8 : 4;
+
+template <int R, int C, int Bits>
+void rows_block(const float* x, int64_t M, const Weight& w, int64_t n0, int64_t n1, float* y) {
+  const int64_t K = w.cols, N = w.rows;
+  int64_t m = 0;
+  for (; m + R <= M; m += R) {
+    int64_t n = n0;
+    for (; n + C <= n1; n += C) tile<R, C, Bits>(x + m * K, w, n, y + m * N + n, N);
+    for (; n < n1; ++n) tile<R, 1, Bits>(x + m * K, w, n, y + m * N + n, N);
+  }
+  for (; m < M; ++m) {
+    int64_t n = n0;
+    for (; n + C <= n1; n += C) tile<1, C, Bits>(x + m * K, w, n, y + m * N + n, N);
+    for (; n < n1; ++n) tile<1, 1, Bits>(x + m * K, w, n, y + m * N + n, N);
+  }
+}
+
+template <int Bits>
+void quant_cols(const float* x, int64_t M, const Weight& w, int64_t n0, int64_t n1, float* y) {
+  if (M == 1) return rows_block<1, kGemvCols, Bits>(x, M, w, n0, n1, y);
+  constexpr int64_t kColBlock = 64;  // weights of a column block stay in L2 across row tiles
+  for (int64_t nb = n0; nb < n1; nb += kColBlock)
+    rows_block<kRows, kCols, Bits>(x, M, w, nb, std::min(n1, nb + kColBlock), y);
+}
+#endif  // !LOCKSTEP_HWY_NO_FMA
+
+// x: the activations; xperm: the same with each 16-block in nibble_lane order (4-bit only).
+void QuantLinearCols(const float* x, const float* xperm, int64_t M, const Weight& w, int64_t n0,
+                     int64_t n1, float* y) {
+#if LOCKSTEP_HWY_NO_FMA
+  (void)xperm;
+  ref::quant_linear_cols(x, M, w, n0, n1, y);
+#else
+  if (w.bits == 8) return quant_cols<8>(x, M, w, n0, n1, y);
+  (void)x;
+  quant_cols<4>(xperm, M, w, n0, n1, y);
+#endif
+}
+
+}  // namespace lockstep::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <vector>
+
+#include "core/profile.h"
+#include "kernels/cpu/linear_quant.h"
+
+namespace lockstep::kernels {
+HWY_EXPORT(QuantLinearCols);
+
+void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias, float* y,
+                  ThreadPool& pool) {
+  const int64_t N = w.rows, K = w.cols;
+  profile::Scope prof(profile::Op::Linear, w.bytes());
+  check_quant_layout(w, "linear");
+  // The permuted copy of x for 4-bit codes: M * K floats, cheap beside N * K weights.
+  thread_local std::vector<float> xperm;
+  if (w.bits == 4) {
+    xperm.resize(static_cast<size_t>(M * K));
+    for (int64_t i = 0; i < M * K; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) xperm[i + j] = x[i + nibble_lane(j)];
+  }
+  const float* xp = xperm.data();
+  pool.parallel_for(
+      N,
+      [&](int64_t n0, int64_t n1) {
+        HWY_DYNAMIC_DISPATCH(QuantLinearCols)(x, xp, M, w, n0, n1, y);
+        if (bias)
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];
+      },
+      16);
+}
+
+}  // namespace lockstep::kernels
+#endif
