@@ -30,6 +30,11 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required) {
   app.add_option("--ctx-size", flags.ctx_size,
                  "KV cache capacity in tokens (default: min(model context, 4096))")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--quantize", flags.quantize,
+                 "Quantize float weights at load: 4 or 8 bits (group-wise affine, MLX layout)")
+      ->check(CLI::IsMember({4, 8}));
+  app.add_option("--quantize-group-size", flags.quantize_group_size,
+                 "Weights per scale/bias group for --quantize (multiple of 16; default 64)");
 }
 
 std::string resolve_model_dir(const ModelFlags& flags) {
@@ -53,6 +58,8 @@ std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t ne
     ctx = std::max(ctx, needed_tokens);
   }
   options.kv_capacity_tokens = ctx;
+  options.quantize_bits = flags.quantize;
+  options.quantize_group_size = flags.quantize_group_size;
   return load_model(dir, options);
 }
 

@@ -19,6 +19,8 @@ struct ModelFlags {
   std::string dir;
   int threads = 0;         // 0: all available cores
   int64_t ctx_size = 0;    // 0: min(model context, 4096)
+  int quantize = 0;        // --quantize: 4 or 8 bits at load time (0: as stored)
+  int64_t quantize_group_size = 64;
 };
 
 // Adds -m/--model, --threads, --ctx-size. When the model is optional, -m defaults to the

@@ -203,6 +203,24 @@ void reject_moe(const Fields& f, const json& obj, const ModelConfig& c, int64_t 
   }
 }
 
+// MLX's top-level "quantization" block (mlx-lm writes it; "affine" mode is the only one here).
+void parse_quantization(const Fields& top, const json& root, ModelConfig& c) {
+  if (!top.has("quantization")) return;
+  const json& q = root["quantization"];
+  if (!q.is_object())
+    fail(top.source(), ": field \"quantization\" must be an object, found ", q.dump());
+  Fields qf(q, top.source(), "quantization.");
+  const std::string mode = qf.string("mode", "affine");
+  if (mode != "affine")
+    fail(top.source(), ": field \"quantization.mode\" is \"", mode,
+         "\"; only \"affine\" (group-wise scale and bias) is supported");
+  c.quant_bits = qf.positive("bits");
+  c.quant_group_size = qf.positive("group_size");
+  if (c.quant_bits != 4 && c.quant_bits != 8)
+    fail(top.source(), ": field \"quantization.bits\" is ", c.quant_bits,
+         "; lockstep supports 4 and 8");
+}
+
 }  // namespace
 
 int64_t ModelConfig::rotary_dim() const {
@@ -299,6 +317,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     parse_hybrid(f, obj, c);
     reject_moe(f, obj, c, c.model_type == "qwen3_next" ? 512 : 0);
   }
+
+  parse_quantization(top, root, c);
 
   c.eos_token_ids = token_ids(f, "eos_token_id");
   if (c.eos_token_ids.empty() && text != &root) c.eos_token_ids = token_ids(top, "eos_token_id");

@@ -47,6 +47,10 @@ struct ModelConfig {
   bool zero_centered_norm = false;     // RMSNorm computes x * (1 + w)
   int64_t mtp_num_hidden_layers = 0;   // MTP head layers present in config
 
+  // MLX "quantization": {"group_size", "bits"} (0: not quantized). Which tensors are quantized,
+  // and at what width, is read from each tensor's own .scales (layers may be overridden).
+  int64_t quant_bits = 0, quant_group_size = 0;
+
   std::vector<int32_t> eos_token_ids;  // config.json, overridden by generation_config.json
   int32_t bos_token_id = -1;
 

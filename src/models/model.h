@@ -64,6 +64,10 @@ struct ModelOptions {
   int64_t kv_capacity_tokens = 4096;  // over all sequences
   int64_t kv_block_tokens = 16;
   ThreadPool* pool = nullptr;         // nullptr: ThreadPool::global()
+  // Quantize float matrices at load (kernels/quant_format.h): 0 (off), 4 or 8 bits per weight.
+  int quantize_bits = 0;
+  int64_t quantize_group_size = 64;
+  bool quantize_keep_embeddings = false;  // embed_tokens and lm_head stay in their float dtype
 };
 
 // One MTP call's slots for one draft sequence (a SequenceState from new_draft_sequence()). Slot p =

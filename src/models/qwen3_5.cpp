@@ -37,6 +37,7 @@ class HybridModel final : public Model {
   HybridModel(const ModelConfig& c, const std::string& dir, const ModelOptions& o)
       : config_(c),
         ckpt_(Checkpoint::open(dir)),
+        quantize_(quantize_on_load(*ckpt_, o)),
         threads_(o.pool ? o.pool : &ThreadPool::global()),
         kv_(count_layers(c, LayerKind::FullAttention), c.num_key_value_heads, c.head_dim,
             o.kv_block_tokens, o.kv_capacity_tokens),
@@ -186,6 +187,7 @@ class HybridModel final : public Model {
 
   ModelConfig config_;
   std::unique_ptr<Checkpoint> ckpt_;
+  std::unique_ptr<QuantizeOnLoad> quantize_;  // --quantize: owns the quantized codes
   ThreadPool* threads_;
   KvPool kv_;
   kernels::RopeTable rope_;

@@ -1,0 +1,29 @@
+// `lockstep quantize`: rewrites a float checkpoint in MLX's group-wise affine layout
+// (kernels/quant_format.h): every 2-D float `*.weight` whose row length the group size divides
+// becomes `.weight` (packed uint32 codes), `.scales` and `.biases`; every other tensor (norms,
+// biases, conv kernels, A_log, ...) is copied unchanged. config.json gains MLX's "quantization"
+// block; tokenizer and generation files are copied.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace lockstep {
+
+struct QuantizeOptions {
+  std::string in_dir, out_dir;
+  int bits = 4;                  // 4 or 8
+  int64_t group_size = 64;       // a multiple of 16
+  bool keep_embeddings = false;  // embed_tokens and lm_head keep their float dtype
+  int threads = 0;               // 0: all cores
+};
+
+struct QuantizeSummary {
+  size_t quantized = 0, kept = 0;  // tensors
+  size_t bytes_in = 0, bytes_out = 0;
+};
+
+QuantizeSummary quantize_checkpoint(const QuantizeOptions& options);
+
+}  // namespace lockstep
