@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "kernels/schedule.h"
 
 namespace lockstep::kernels {
 
