@@ -73,8 +73,24 @@ HWY_INLINE void load_codes(const uint8_t* p, VF* q) {
   }
 }
 
+// Scale/bias loaders per stored dtype, chosen once per call (a per-group switch costs as much as
+// the group's arithmetic in a one-row call).
+struct ScalesBF16 {
+  static float at(const void* p, int64_t i) {
+    return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+  }
+};
+struct ScalesF16 {
+  static float at(const void* p, int64_t i) {
+    return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+  }
+};
+struct ScalesF32 {
+  static float at(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+};
+
 // y for a tile of R rows x C columns (weight rows n .. n+C-1). x rows are K floats apart.
-template <int R, int C, int Bits>
+template <int R, int C, int Bits, class S>
 HWY_INLINE void tile(const float* x, const Weight& w, int64_t n, float* y, int64_t ldy) {
   const DF df;
   const int64_t K = w.cols, G = w.group_size, groups = K / G;
@@ -88,8 +104,8 @@ HWY_INLINE void tile(const float* x, const Weight& w, int64_t n, float* y, int64
     VF sv[C], bv[C];
     for (int c = 0; c < C; ++c) {
       const int64_t at = (n + c) * groups + gi;
-      sv[c] = hn::Set(df, scalar_at(w.scale_dtype, w.scales, at));
-      bv[c] = hn::Set(df, scalar_at(w.scale_dtype, w.biases, at));
+      sv[c] = hn::Set(df, S::at(w.scales, at));
+      bv[c] = hn::Set(df, S::at(w.biases, at));
     }
     for (int64_t k = gi * G; k < (gi + 1) * G; k += kLanes) {
       if (R == 1 && k % 64 == 0)  // stream the next tile's rows (one line per row) a tile ahead
@@ -127,28 +143,40 @@ constexpr int kRows = 4;
 constexpr int kCols = kN >= 16 ? 2 : 1;
 constexpr int kGemvCols = kN >= 16 ? 8 : 4;
 
-template <int R, int C, int Bits>
+template <int R, int C, int Bits, class S>
 void rows_block(const float* x, int64_t M, const Weight& w, int64_t n0, int64_t n1, float* y) {
   const int64_t K = w.cols, N = w.rows;
   int64_t m = 0;
   for (; m + R <= M; m += R) {
     int64_t n = n0;
-    for (; n + C <= n1; n += C) tile<R, C, Bits>(x + m * K, w, n, y + m * N + n, N);
-    for (; n < n1; ++n) tile<R, 1, Bits>(x + m * K, w, n, y + m * N + n, N);
+    for (; n + C <= n1; n += C) tile<R, C, Bits, S>(x + m * K, w, n, y + m * N + n, N);
+    for (; n < n1; ++n) tile<R, 1, Bits, S>(x + m * K, w, n, y + m * N + n, N);
   }
   for (; m < M; ++m) {
     int64_t n = n0;
-    for (; n + C <= n1; n += C) tile<1, C, Bits>(x + m * K, w, n, y + m * N + n, N);
-    for (; n < n1; ++n) tile<1, 1, Bits>(x + m * K, w, n, y + m * N + n, N);
+    for (; n + C <= n1; n += C) tile<1, C, Bits, S>(x + m * K, w, n, y + m * N + n, N);
+    for (; n < n1; ++n) tile<1, 1, Bits, S>(x + m * K, w, n, y + m * N + n, N);
   }
+}
+
+template <int Bits, class S>
+void quant_cols(const float* x, int64_t M, const Weight& w, int64_t n0, int64_t n1, float* y) {
+  if (M == 1) return rows_block<1, kGemvCols, Bits, S>(x, M, w, n0, n1, y);
+  constexpr int64_t kColBlock = 64;  // weights of a column block stay in L2 across row tiles
+  for (int64_t nb = n0; nb < n1; nb += kColBlock)
+    rows_block<kRows, kCols, Bits, S>(x, M, w, nb, std::min(n1, nb + kColBlock), y);
 }
 
 template <int Bits>
 void quant_cols(const float* x, int64_t M, const Weight& w, int64_t n0, int64_t n1, float* y) {
-  if (M == 1) return rows_block<1, kGemvCols, Bits>(x, M, w, n0, n1, y);
-  constexpr int64_t kColBlock = 64;  // weights of a column block stay in L2 across row tiles
-  for (int64_t nb = n0; nb < n1; nb += kColBlock)
-    rows_block<kRows, kCols, Bits>(x, M, w, nb, std::min(n1, nb + kColBlock), y);
+  switch (w.scale_dtype) {
+    case DType::BF16:
+      return quant_cols<Bits, ScalesBF16>(x, M, w, n0, n1, y);
+    case DType::F16:
+      return quant_cols<Bits, ScalesF16>(x, M, w, n0, n1, y);
+    default:
+      return quant_cols<Bits, ScalesF32>(x, M, w, n0, n1, y);
+  }
 }
 #endif  // !LOCKSTEP_HWY_NO_FMA
 
