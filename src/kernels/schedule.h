@@ -5,6 +5,11 @@
 // multiple of 16 (so every lane receives the same number of FMAs, fma(0, 0, acc) included). The 16
 // lanes are then folded by one fixed tree: lane[l] += lane[l + s] for s = 8, 4, 2, 1.
 //
+// Quantized weights (quant_format.h) follow the same schedule: each weight element is first
+// reconstructed as the float32 fma(q, scale, bias) of its group, then enters the lanes like a float
+// weight (group sizes are multiples of 16, so groups never straddle a lane cycle and there is no
+// padding). A quantized matrix therefore gives the bits of its dequantized float32 copy.
+//
 // The schedule is defined in logical lanes, not register widths: AVX-512 holds the 16 lanes in
 // one register, AVX2 in two, SSE/NEON in four, the scalar oracle in an array; all give the same
 // bits. The row count of a call, the thread count and the tiling never enter it.
