@@ -127,6 +127,9 @@ const Command kServe("serve", "OpenAI-compatible HTTP server with continuous bat
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   app.add_flag("--no-prefix-cache{false}", f->engine.prefix_cache,
                "Do not keep finished prompts' KV for reuse (never changes output)");
+  app.add_option("--prefix-cache-entries", f->engine.prefix_cache_entries,
+                 "Prompts kept in the prefix cache (default 32, least recently used evicted)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 16));
   app.add_option("--api-key", f->server.api_key, "Require Authorization: Bearer KEY (all but /health)");
   app.add_option("--alias", f->alias, "Model name in responses and /v1/models (default: the directory name)");
   app.add_option("--http-threads", f->server.http_threads, "Connection threads (default: parallel + max-queue + 16)")

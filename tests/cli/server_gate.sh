@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 source "$src/tests/server/server_lib.sh"
 
 cache=$(bash "$src/tests/server/fetch_openai.sh" "$src")
-start_server server --threads 1 --parallel 8 --prefill-chunk 16
+start_server server --threads 1 --parallel 8 --prefill-chunk 16 --prefix-cache-entries 128
 node "$src/tests/server/gate.mjs" "$cache" "$server_url" "$bin" "$src" || {
   tail -20 "$tmp/server.log" >&2
   fail "server output differs from lockstep generate"

@@ -5,7 +5,8 @@
 start_server() {
   local name=$1
   shift
-  "$bin" serve --port 0 "$@" >"$tmp/$name.log" 2>&1 &
+  : >"$tmp/$name.log"  # exists before the first read below, however the fork is scheduled
+  "$bin" serve --port 0 "$@" >>"$tmp/$name.log" 2>&1 &
   local pid=$! port=""
   for _ in $(seq 1 300); do
     port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$tmp/$name.log")
