@@ -6,6 +6,8 @@ namespace lockstep {
 
 void PrefixCache::insert(std::vector<int32_t> tokens, std::unique_ptr<SequenceState> state) {
   if (max_entries_ == 0 || tokens.empty()) return;
+  // The same tokens sent again replace their entry instead of crowding out others.
+  entries_.remove_if([&](const Entry& e) { return e.tokens == tokens; });
   entries_.push_front({std::move(tokens), std::move(state)});
   while (entries_.size() > max_entries_) entries_.pop_back();
 }
