@@ -73,6 +73,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     return;
   }
   const int64_t chunks = std::min<int64_t>(units, kChunksPerThread * size());
+  // One job at a time: two threads (the serving engine and a test's or CLI's model, say) may
+  // share a pool; the second waits here instead of overwriting the first one's job.
+  std::lock_guard<std::mutex> caller(caller_mu_);
   job_ = &fn;
   job_n_ = n;
   job_grain_ = grain;

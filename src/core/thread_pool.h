@@ -53,6 +53,7 @@ class ThreadPool {
   // Claim word: job serial (24 bits) | chunk count (20 bits) | next chunk (20 bits). A claim is a
   // compare-exchange of the whole word, so a thread holding a stale word can never claim a chunk
   // of a later job.
+  std::mutex caller_mu_;  // serialises concurrent callers (see parallel_for)
   alignas(64) std::atomic<uint64_t> claim_{0};
   alignas(64) std::atomic<int64_t> done_{0};        // chunks of the current job finished
   alignas(64) std::atomic<uint32_t> generation_{0};  // bumped per job; workers wait on it
