@@ -13,28 +13,8 @@
 namespace lockstep {
 namespace {
 
-std::vector<int32_t> random_ids(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = static_cast<int32_t>(rng() % vocab);
-  return v;
-}
-
-// All-position logits of `ids` fed in pieces of the given sizes (cycled).
-std::vector<float> logits_in_pieces(Model& m, const std::vector<int32_t>& ids,
-                                    const std::vector<int>& pieces) {
-  auto seq = m.new_sequence();
-  std::vector<float> all;
-  size_t at = 0, k = 0;
-  while (at < ids.size()) {
-    const size_t n = std::min<size_t>(pieces[k++ % pieces.size()], ids.size() - at);
-    ForwardItem it{seq.get(), {ids.data() + at, n}, ForwardItem::Logits::All};
-    auto r = m.forward({&it, 1});
-    all.insert(all.end(), r.logits.begin(), r.logits.end());
-    at += n;
-  }
-  return all;
-}
+using test::logits_in_pieces;
+using test::random_ids;
 
 class DenseInvariance : public ::testing::TestWithParam<std::string> {};
 

@@ -15,12 +15,8 @@
 namespace lockstep {
 namespace {
 
-std::vector<int32_t> random_ids(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = static_cast<int32_t>(rng() % vocab);
-  return v;
-}
+using test::logits_in_pieces;
+using test::random_ids;
 
 std::string checkpoint(const std::string& name) {
   if (name.rfind("tiny-", 0) == 0) return test::tiny_checkpoint(name);

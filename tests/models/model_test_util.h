@@ -5,6 +5,11 @@
 #include <map>
 #include <string>
 
+#include <random>
+#include <unistd.h>
+#include <vector>
+
+#include "models/model.h"
 #include "models/random_checkpoint.h"
 
 namespace lockstep::test {
@@ -26,6 +31,30 @@ inline std::string tiny_checkpoint(const std::string& like, DType dtype = DType:
   make_random_checkpoint(o);
   made[key] = dir.string();
   return dir.string();
+}
+
+// n token ids in [0, vocab), deterministic per seed.
+inline std::vector<int32_t> random_ids(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> v(n);
+  for (auto& x : v) x = static_cast<int32_t>(rng() % vocab);
+  return v;
+}
+
+// All-position logits of `ids` fed to a new sequence in pieces of the given sizes (cycled).
+inline std::vector<float> logits_in_pieces(Model& m, const std::vector<int32_t>& ids,
+                                           const std::vector<int>& pieces) {
+  auto seq = m.new_sequence();
+  std::vector<float> all;
+  size_t at = 0, k = 0;
+  while (at < ids.size()) {
+    const size_t n = std::min<size_t>(pieces[k++ % pieces.size()], ids.size() - at);
+    ForwardItem it{seq.get(), {ids.data() + at, n}, ForwardItem::Logits::All};
+    auto r = m.forward({&it, 1});
+    all.insert(all.end(), r.logits.begin(), r.logits.end());
+    at += n;
+  }
+  return all;
 }
 
 }  // namespace lockstep::test
