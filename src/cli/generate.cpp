@@ -64,6 +64,11 @@ int run_generate(const GenerateFlags& f) {
   if (tokenizer && !f.json) stream = std::make_unique<StreamDecoder>(*tokenizer);
   std::fprintf(stderr, "lockstep: %s, %zu prompt tokens, up to %lld new\n", dir.c_str(),
                prompt.size(), static_cast<long long>(f.max_tokens));
+  // The prompt is echoed first so stdout reads as one text (ids-only prompts are not echoed).
+  if (stream && !f.prompt.empty()) {
+    std::fputs(f.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
   // Text streams to stdout as it is produced, except past a stop string (held back until known).
   const bool hold_back = !f.stop.empty();
   GenerateResult r = generate(*model, prompt, o, [&](int32_t id) {
