@@ -106,12 +106,7 @@ const Command kChat("chat", "Interactive chat in the terminal (the model's chat 
   app.add_option("--system", f->system, "System prompt");
   app.add_option("-n,--max-tokens", f->max_tokens, "Most tokens per reply (default 512)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--temp,--temperature", f->sampling.temperature, "Temperature (0: greedy, default)");
-  app.add_option("--seed", f->sampling.seed, "Seed for sampling");
-  app.add_option("--top-k", f->sampling.top_k, "Keep the k most likely tokens (0: off)");
-  app.add_option("--top-p", f->sampling.top_p, "Nucleus sampling mass (1: off)");
-  app.add_option("--min-p", f->sampling.min_p, "Drop tokens below min-p x top probability (0: off)");
-  app.add_option("--repeat-penalty", f->sampling.repetition_penalty, "Repetition penalty (1: off)");
+  add_sampling_flags(app, f->sampling);
   return [f] { return run_chat(*f); };
 });
 

@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -90,6 +91,25 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& f
   }
   if (ids.empty()) fail(flag, ": no ids given");
   return ids;
+}
+
+std::vector<int32_t> eos_ids_for(const ModelConfig& config, const Tokenizer* tokenizer) {
+  std::vector<int32_t> ids = config.eos_token_ids;
+  if (tokenizer)
+    for (int32_t id : tokenizer->eos_ids())
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  return ids;
+}
+
+void add_sampling_flags(CLI::App& app, SamplingParams& s) {
+  app.add_option("--temp,--temperature", s.temperature, "Temperature (0: greedy, default)");
+  app.add_option("--seed", s.seed, "Seed for sampling; same seed, same text");
+  app.add_option("--top-k", s.top_k, "Keep the k most likely tokens (0: off)");
+  app.add_option("--top-p", s.top_p, "Nucleus sampling mass (1: off)");
+  app.add_option("--min-p", s.min_p, "Drop tokens below min-p x top probability (0: off)");
+  app.add_option("--repeat-penalty", s.repetition_penalty, "Repetition penalty (1: off)");
+  app.add_option("--presence-penalty", s.presence_penalty, "Presence penalty (0: off)");
+  app.add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty (0: off)");
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& dir) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "sampling/sampler.h"
 
 namespace lockstep {
 class Tokenizer;
@@ -38,6 +39,13 @@ std::string default_draft_dir(const std::string& target_dir);
 
 // Parses "1,2,3" (spaces allowed); errors name the flag and the bad element.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& flag);
+
+// End-of-sequence ids: config.json / generation_config.json's, then the tokenizer's. generate,
+// chat and serve all take them from here, so a request stops at the same token everywhere.
+std::vector<int32_t> eos_ids_for(const ModelConfig& config, const Tokenizer* tokenizer);
+
+// --temp, --seed, --top-k, --top-p, --min-p and the three penalties.
+void add_sampling_flags(CLI::App& app, SamplingParams& sampling);
 
 // The tokenizer of `dir`, or nullptr when it has no tokenizer.json.
 std::unique_ptr<Tokenizer> load_tokenizer_if_present(const std::string& dir);

@@ -51,12 +51,8 @@ int run_generate(const GenerateFlags& f) {
   o.max_tokens = f.max_tokens;
   o.stop = f.stop;
   o.prefill_chunk = f.prefill_chunk;
-  if (!f.ignore_eos) o.eos_ids = model->config().eos_token_ids;
+  if (!f.ignore_eos) o.eos_ids = eos_ids_for(model->config(), tokenizer.get());
   if (tokenizer) {
-    if (!f.ignore_eos)
-      for (int32_t id : tokenizer->eos_ids())
-        if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) == o.eos_ids.end())
-          o.eos_ids.push_back(id);
     o.detokenize = [&](std::span<const int32_t> ids) { return tokenizer->decode(ids, true); };
   }
 
@@ -131,14 +127,7 @@ const Command kGenerate("generate", "Generate text (classic decode)", [](CLI::Ap
   app.add_option("--prompt-ids", f->prompt_ids, "Prompt as token ids: 1,2,3");
   app.add_option("-n,--max-tokens", f->max_tokens, "Tokens to generate (default 128)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--temp,--temperature", f->sampling.temperature, "Temperature (0: greedy, default)");
-  app.add_option("--seed", f->sampling.seed, "Seed for sampling; same seed, same text");
-  app.add_option("--top-k", f->sampling.top_k, "Keep the k most likely tokens (0: off)");
-  app.add_option("--top-p", f->sampling.top_p, "Nucleus sampling mass (1: off)");
-  app.add_option("--min-p", f->sampling.min_p, "Drop tokens below min-p x top probability (0: off)");
-  app.add_option("--repeat-penalty", f->sampling.repetition_penalty, "Repetition penalty (1: off)");
-  app.add_option("--presence-penalty", f->sampling.presence_penalty, "Presence penalty (0: off)");
-  app.add_option("--frequency-penalty", f->sampling.frequency_penalty, "Frequency penalty (0: off)");
+  add_sampling_flags(app, f->sampling);
   app.add_option("--stop", f->stop, "Stop string (repeatable)");
   app.add_option("--prefill-chunk", f->prefill_chunk, "Prefill in chunks of N tokens (0: whole)")
       ->check(CLI::NonNegativeNumber);

@@ -49,10 +49,8 @@ ServingBundle load_serving_bundle(const ModelFlags& flags, const SpecFlags& spec
   }
 
   b.tokenizer = load_tokenizer_if_present(b.dir);
-  b.eos_ids = b.model->config().eos_token_ids;
+  b.eos_ids = eos_ids_for(b.model->config(), b.tokenizer.get());
   if (b.tokenizer) {
-    for (int32_t id : b.tokenizer->eos_ids())
-      if (std::find(b.eos_ids.begin(), b.eos_ids.end(), id) == b.eos_ids.end()) b.eos_ids.push_back(id);
     if (b.tokenizer->chat_template().empty()) {
       b.chat_template_error = b.dir + " has no chat template (tokenizer_config.json chat_template)";
     } else {

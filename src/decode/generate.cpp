@@ -6,12 +6,7 @@ namespace lockstep {
 
 GenerateResult generate(Model& model, std::span<const int32_t> prompt,
                         const GenerateOptions& options, const std::function<bool(int32_t)>& on_token) {
-  if (options.max_tokens == 0) {
-    GenerateResult r;
-    r.finish_reason = "length";
-    r.stats.prompt_tokens = static_cast<int64_t>(prompt.size());
-    return r;
-  }
+  // A decoder with max_tokens 0 starts finished, so that case needs nothing here.
   SequenceDecoder decoder(model, {prompt.begin(), prompt.end()}, options, on_token);
   while (!decoder.finished()) {
     const ForwardItem item = decoder.next_item();

@@ -28,10 +28,15 @@ int64_t blocks_for(const KvPool& pool, int64_t tokens) {
   return (tokens + pool.block_tokens() - 1) / pool.block_tokens();
 }
 
+// Tokens drafted per round for this request (0 without speculation).
+int draft_width_of(const EngineRequest& r) {
+  if (r.spec == "none") return 0;
+  return r.draft_width > 0 ? r.draft_width : default_draft_width(r.spec);
+}
+
 // The most tokens a request can ever hold in the cache: prompt, output and one verify block.
 int64_t worst_case_tokens(const EngineRequest& r) {
-  const int width = r.spec == "none" ? 0 : (r.draft_width > 0 ? r.draft_width : default_draft_width(r.spec));
-  return static_cast<int64_t>(r.prompt.size()) + r.options.max_tokens + width + 1;
+  return static_cast<int64_t>(r.prompt.size()) + r.options.max_tokens + draft_width_of(r) + 1;
 }
 
 }  // namespace
@@ -117,7 +122,7 @@ void Engine::loop() {
       run.drafter = make_drafter(r.spec, model_, draft_, r.options.sampling);
       GenerateOptions o = r.options;
       o.drafter = run.drafter.get();
-      o.draft_width = r.spec == "none" ? 0 : (r.draft_width > 0 ? r.draft_width : default_draft_width(r.spec));
+      o.draft_width = draft_width_of(r);
       o.top_logprobs = r.top_logprobs;
       std::unique_ptr<SequenceState> state;
       const bool hidden = run.drafter && run.drafter->needs_hidden();
