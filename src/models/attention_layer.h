@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "kernels/rope_table.h"
 #include "models/config.h"
@@ -15,37 +16,40 @@
 
 namespace lockstep {
 
-// The rows of one forward call as attention sees them.
+// The rows of one forward call as attention sees them, in the backend's memory.
 struct BatchRows {
-  std::vector<int64_t> positions;                 // absolute position of each row
-  std::vector<kernels::AttentionRow> attn;        // per row: block table and key count
-  std::vector<const std::vector<int32_t>*> blocks;  // per row: its sequence's block table
-  std::vector<float> cos_sin;                     // [rows][rotary_dim]
+  std::vector<int64_t> positions;  // host: absolute position of each row
+  kernels::Ints slots;             // per row: its KV cache slot (KvPool::slot)
+  kernels::Ints tables;            // [rows][table_stride]: each row's sequence block table
+  kernels::Ints n_keys;            // per row: attend to positions [0, n_keys)
+  kernels::Floats cos_sin;         // [rows][rotary_dim]
+  kernels::AttentionBatch attn;    // views of tables / n_keys
 };
 
 struct AttentionWeights {
   kernels::Weight q, k, v, o;
-  std::vector<float> q_bias, k_bias, v_bias, o_bias;  // empty when absent
-  std::vector<float> q_norm, k_norm;                  // empty when the family has no q/k norm
+  kernels::Floats q_bias, k_bias, v_bias, o_bias;  // empty when absent
+  kernels::Floats q_norm, k_norm;                  // empty when the family has no q/k norm
   bool gated = false;  // q_proj yields [query | gate] per head; output *= sigmoid(gate)
 };
 
-// Loads self_attn.* under `prefix` (e.g. "model.layers.3.self_attn.").
+// Loads self_attn.* under `prefix` (e.g. "model.layers.3.self_attn.") into the backend.
 AttentionWeights load_attention(const Checkpoint& ckpt, const ModelConfig& c,
-                                const std::string& prefix);
+                                const std::string& prefix, kernels::Backend& be);
 
 // out[T][hidden] = attention block applied to normed input h[T][hidden]; writes this call's keys
-// and values into layer `kv_layer` of the pool first.
+// and values into layer `kv_layer` of the pool first. All arrays in the backend's memory.
 void attention_forward(const AttentionWeights& w, const ModelConfig& c, const float* h, int64_t T,
                        const BatchRows& rows, KvPool& pool, int64_t kv_layer, float* out,
-                       ThreadPool& threads);
+                       kernels::Backend& be);
 
 struct MlpWeights {
   kernels::Weight gate, up, down;
-  std::vector<float> gate_bias, up_bias, down_bias;
+  kernels::Floats gate_bias, up_bias, down_bias;
 };
-MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::string& prefix);
+MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::string& prefix,
+                    kernels::Backend& be);
 // out[T][hidden] = down(silu(gate(h)) * up(h)).
-void mlp_forward(const MlpWeights& w, const float* h, int64_t T, float* out, ThreadPool& threads);
+void mlp_forward(const MlpWeights& w, const float* h, int64_t T, float* out, kernels::Backend& be);
 
 }  // namespace lockstep

@@ -13,7 +13,7 @@ namespace lockstep {
 namespace {
 
 struct DenseLayer {
-  std::vector<float> input_norm, post_attention_norm;
+  kernels::Floats input_norm, post_attention_norm;
   AttentionWeights attn;
   MlpWeights mlp;
 };
@@ -24,27 +24,29 @@ class DenseModel final : public Model {
       : config_(c),
         ckpt_(Checkpoint::open(dir)),
         quantize_(quantize_on_load(*ckpt_, o)),
-        threads_(o.pool ? o.pool : &ThreadPool::global()),
+        be_(kernels::make_backend(o.device, o.pool)),
         kv_(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.kv_block_tokens,
-            o.kv_capacity_tokens),
+            o.kv_capacity_tokens, be_.get()),
         rope_(make_rope_table(c)) {
     const Checkpoint& w = *ckpt_;
+    kernels::Backend& be = *be_;
     const std::string& p = c.weight_prefix;
     const int64_t H = c.hidden_size;
-    embed_ = matrix(w, p + "embed_tokens.weight", c.vocab_size, H);
+    embed_ = be.place(matrix(w, p + "embed_tokens.weight", c.vocab_size, H));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string lp = p + "layers." + std::to_string(l) + ".";
       DenseLayer layer;
-      layer.input_norm = vector_f32(w, lp + "input_layernorm.weight", H);
-      layer.post_attention_norm = vector_f32(w, lp + "post_attention_layernorm.weight", H);
-      layer.attn = load_attention(w, c, lp + "self_attn.");
-      layer.mlp = load_mlp(w, c, lp + "mlp.");
+      layer.input_norm = be.upload(vector_f32(w, lp + "input_layernorm.weight", H));
+      layer.post_attention_norm =
+          be.upload(vector_f32(w, lp + "post_attention_layernorm.weight", H));
+      layer.attn = load_attention(w, c, lp + "self_attn.", be);
+      layer.mlp = load_mlp(w, c, lp + "mlp.", be);
       layers_.push_back(std::move(layer));
     }
-    final_norm_ = vector_f32(w, p + "norm.weight", H);
+    final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
     lm_head_ = c.tie_word_embeddings && !w.has("lm_head.weight")
                    ? embed_
-                   : matrix(w, "lm_head.weight", c.vocab_size, H);
+                   : be.place(matrix(w, "lm_head.weight", c.vocab_size, H));
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -65,33 +67,35 @@ class DenseModel final : public Model {
   ForwardResult forward(std::span<const ForwardItem> items) override {
     const ModelConfig& c = config_;
     const int64_t H = c.hidden_size;
-    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings);
+    kernels::Backend& be = *be_;
+    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be);
     const int64_t T = static_cast<int64_t>(b.tokens.size());
     const float eps = static_cast<float>(c.rms_norm_eps);
-    std::vector<float> x(T * H), h(T * H), delta(T * H);
-    kernels::embedding(embed_, b.tokens, x.data());
+    kernels::Floats x = be.array<float>(T * H), h = be.array<float>(T * H),
+                    delta = be.array<float>(T * H);
+    be.embedding(embed_, b.device_tokens.data(), T, x.data());
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const DenseLayer& L = layers_[l];
-      kernels::rms_norm(x.data(), T, H, L.input_norm.data(), eps, false, h.data());
-      attention_forward(L.attn, c, h.data(), T, b.rows, kv_, l, delta.data(), *threads_);
-      for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
-      kernels::rms_norm(x.data(), T, H, L.post_attention_norm.data(), eps, false, h.data());
-      mlp_forward(L.mlp, h.data(), T, delta.data(), *threads_);
-      for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
+      be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, false, h.data());
+      attention_forward(L.attn, c, h.data(), T, b.rows, kv_, l, delta.data(), be);
+      be.add(x.data(), delta.data(), T * H);
+      be.rms_norm(x.data(), T, H, L.post_attention_norm.data(), eps, false, h.data());
+      mlp_forward(L.mlp, h.data(), T, delta.data(), be);
+      be.add(x.data(), delta.data(), T * H);
     }
-    return finish_forward(items, b, x, H, {&final_norm_, lm_head_, eps, false}, *threads_);
+    return finish_forward(items, b, x.data(), H, {&final_norm_, lm_head_, eps, false}, be);
   }
 
  private:
   ModelConfig config_;
   std::unique_ptr<Checkpoint> ckpt_;
   std::unique_ptr<QuantizeOnLoad> quantize_;  // --quantize: owns the quantized codes
-  ThreadPool* threads_;
+  std::unique_ptr<kernels::Backend> be_;       // before everything that lives in its memory
   KvPool kv_;
   kernels::RopeTable rope_;
   kernels::Weight embed_, lm_head_;
   std::vector<DenseLayer> layers_;
-  std::vector<float> final_norm_;
+  kernels::Floats final_norm_;
 };
 
 }  // namespace

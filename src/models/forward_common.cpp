@@ -1,6 +1,6 @@
 #include "models/forward_common.h"
 
-#include <cstring>
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
@@ -8,39 +8,61 @@
 namespace lockstep {
 
 FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
-                        const kernels::RopeTable& rope, int64_t max_positions) {
+                        const kernels::RopeTable& rope, int64_t max_positions, int64_t vocab,
+                        kernels::Backend& be) {
   FlatBatch b;
   std::set<const SequenceState*> seen;
   for (const ForwardItem& it : items) {
     if (!it.seq) fail("forward: an item has no sequence");
     if (!seen.insert(it.seq).second) fail("forward: two items name the same sequence");
     if (it.tokens.empty()) fail("forward: an item has no tokens");
+    for (int32_t id : it.tokens)
+      if (id < 0 || id >= vocab)
+        fail("token id ", id, " is outside the vocabulary [0, ", vocab, ")");
     const int64_t end = it.seq->length + static_cast<int64_t>(it.tokens.size());
     if (max_positions > 0 && end > max_positions)
       fail("sequence of ", end, " tokens exceeds the model's context of ", max_positions);
-    pool.reserve(it.seq->kv_blocks, end);
   }
+  for (const ForwardItem& it : items)
+    pool.reserve(it.seq->kv_blocks, it.seq->length + static_cast<int64_t>(it.tokens.size()));
+
+  int64_t stride = 1;
+  for (const ForwardItem& it : items)
+    stride = std::max<int64_t>(stride, static_cast<int64_t>(it.seq->kv_blocks.size()));
+  std::vector<int32_t> slots, tables, n_keys;
+  int64_t max_keys = 0;
   for (const ForwardItem& it : items) {
     b.item_first.push_back(static_cast<int64_t>(b.tokens.size()));
+    const std::vector<int32_t>& blocks = it.seq->kv_blocks;
     for (size_t i = 0; i < it.tokens.size(); ++i) {
       const int64_t pos = it.seq->length + static_cast<int64_t>(i);
       b.tokens.push_back(it.tokens[i]);
       b.rows.positions.push_back(pos);
-      b.rows.blocks.push_back(&it.seq->kv_blocks);
-      b.rows.attn.push_back({it.seq->kv_blocks.data(), pos + 1});
+      slots.push_back(pool.slot(blocks, pos));
+      const size_t at = tables.size();
+      tables.resize(at + stride, 0);
+      std::copy(blocks.begin(), blocks.end(), tables.begin() + at);
+      n_keys.push_back(static_cast<int32_t>(pos + 1));
+      max_keys = std::max(max_keys, pos + 1);
     }
   }
   const int64_t T = static_cast<int64_t>(b.tokens.size());
-  b.rows.cos_sin.resize(T * rope.rotary_dim());
-  rope.fill(b.rows.positions.data(), T, b.rows.cos_sin.data());
+  std::vector<float> cos_sin(T * rope.rotary_dim());
+  rope.fill(b.rows.positions.data(), T, cos_sin.data());
+  b.device_tokens = be.upload(b.tokens);
+  b.rows.slots = be.upload(slots);
+  b.rows.tables = be.upload(tables);
+  b.rows.n_keys = be.upload(n_keys);
+  b.rows.cos_sin = be.upload(cos_sin);
+  b.rows.attn = {b.rows.tables.data(), stride, b.rows.n_keys.data(), max_keys};
   return b;
 }
 
 ForwardResult finish_forward(std::span<const ForwardItem> items, const FlatBatch& batch,
-                             const std::vector<float>& x, int64_t hidden, const OutputHead& head,
-                             ThreadPool& threads) {
+                             const float* x, int64_t hidden, const OutputHead& head,
+                             kernels::Backend& be) {
   ForwardResult r;
-  std::vector<int64_t> out_rows;
+  std::vector<int32_t> out_rows;
   for (size_t i = 0; i < items.size(); ++i) {
     r.first_row.push_back(static_cast<int64_t>(out_rows.size()));
     const int64_t first = batch.item_first[i], n = static_cast<int64_t>(items[i].tokens.size());
@@ -48,24 +70,26 @@ ForwardResult finish_forward(std::span<const ForwardItem> items, const FlatBatch
       case ForwardItem::Logits::None:
         break;
       case ForwardItem::Logits::Last:
-        out_rows.push_back(first + n - 1);
+        out_rows.push_back(static_cast<int32_t>(first + n - 1));
         break;
       case ForwardItem::Logits::All:
-        for (int64_t t = 0; t < n; ++t) out_rows.push_back(first + t);
+        for (int64_t t = 0; t < n; ++t) out_rows.push_back(static_cast<int32_t>(first + t));
         break;
     }
     items[i].seq->length += n;
   }
   r.rows = static_cast<int64_t>(out_rows.size());
   if (r.rows == 0) return r;
-  std::vector<float> gathered(r.rows * hidden);
-  for (int64_t i = 0; i < r.rows; ++i)
-    std::memcpy(&gathered[i * hidden], &x[out_rows[i] * hidden], hidden * sizeof(float));
-  r.hidden.resize(r.rows * hidden);
-  kernels::rms_norm(gathered.data(), r.rows, hidden, head.final_norm->data(), head.eps,
-                    head.zero_centered, r.hidden.data());
-  r.logits.resize(r.rows * head.lm_head.rows);
-  kernels::linear(r.hidden.data(), r.rows, head.lm_head, nullptr, r.logits.data(), threads);
+  kernels::Ints rows = be.upload(out_rows);
+  kernels::Floats gathered = be.array<float>(r.rows * hidden);
+  be.gather_rows(x, rows.data(), r.rows, hidden, gathered.data());
+  kernels::Floats normed = be.array<float>(r.rows * hidden);
+  be.rms_norm(gathered.data(), r.rows, hidden, head.final_norm->data(), head.eps,
+              head.zero_centered, normed.data());
+  kernels::Floats logits = be.array<float>(r.rows * head.lm_head.rows);
+  be.linear(normed.data(), r.rows, head.lm_head, nullptr, logits.data());
+  r.hidden = be.download(normed.data(), r.rows * hidden);
+  r.logits = be.download(logits.data(), r.rows * head.lm_head.rows);
   return r;
 }
 

@@ -12,25 +12,28 @@
 namespace lockstep {
 
 struct FlatBatch {
-  std::vector<int32_t> tokens;  // all items' tokens, in order
+  std::vector<int32_t> tokens;      // host: all items' tokens, in order
+  kernels::Ints device_tokens;      // the same in the backend's memory
   BatchRows rows;
   std::vector<int64_t> item_first;  // per item: first row
 };
 
-// Validates items, reserves KV blocks for every new position, and fills positions, block tables
-// and cos/sin for all rows.
+// Validates items (and token ids against `vocab`), reserves KV blocks for every new position, and
+// fills positions, KV slots, block tables and cos/sin for all rows in the backend's memory.
 FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
-                        const kernels::RopeTable& rope, int64_t max_positions);
+                        const kernels::RopeTable& rope, int64_t max_positions, int64_t vocab,
+                        kernels::Backend& be);
 
-// Final norm and lm_head on the rows the items asked for; advances each sequence's length.
+// Final norm and lm_head on the rows the items asked for, copied to the host; advances each
+// sequence's length. x: [rows][hidden] in the backend's memory.
 struct OutputHead {
-  const std::vector<float>* final_norm;
+  const kernels::Floats* final_norm;
   kernels::Weight lm_head;
   float eps;
   bool zero_centered;
 };
 ForwardResult finish_forward(std::span<const ForwardItem> items, const FlatBatch& batch,
-                             const std::vector<float>& x, int64_t hidden, const OutputHead& head,
-                             ThreadPool& threads);
+                             const float* x, int64_t hidden, const OutputHead& head,
+                             kernels::Backend& be);
 
 }  // namespace lockstep

@@ -10,23 +10,28 @@
 namespace lockstep {
 
 KvPool::KvPool(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t block_tokens,
-               int64_t capacity_tokens)
+               int64_t capacity_tokens, kernels::Backend* backend)
     : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim),
-      block_tokens_(block_tokens) {
+      block_tokens_(block_tokens), backend_(backend) {
   if (block_tokens <= 0) fail("KV block size must be positive, got ", block_tokens);
   n_blocks_ = std::max<int64_t>(1, (capacity_tokens + block_tokens - 1) / block_tokens);
   layer_floats_ = static_cast<size_t>(n_blocks_ * block_tokens * n_kv_heads * head_dim);
   map_bytes_ = std::max<size_t>(1, layer_floats_ * 2 * n_layers * sizeof(float));
-  void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
-                 MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) fail("cannot reserve ", map_bytes_, " bytes for the KV cache");
-  base_ = static_cast<float*>(p);
+  if (backend_) {
+    base_ = static_cast<float*>(backend_->allocate(map_bytes_, /*lazy=*/true));
+  } else {
+    void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) fail("cannot reserve ", map_bytes_, " bytes for the KV cache");
+    base_ = static_cast<float*>(p);
+  }
   // Hand out low block ids first so touched memory stays compact.
   for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
 KvPool::~KvPool() {
-  if (base_) munmap(base_, map_bytes_);
+  if (base_ && backend_) backend_->release(base_);
+  else if (base_) munmap(base_, map_bytes_);
 }
 
 int64_t KvPool::bytes_per_token() const {
@@ -66,8 +71,10 @@ void KvPool::copy_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& 
     for (size_t b = 0; b < dst.size(); ++b)
       for (int kv = 0; kv < 2; ++kv) {
         float* layer_base = base_ + (2 * static_cast<size_t>(l) + kv) * layer_floats_;
-        std::memcpy(layer_base + dst[b] * block_floats, layer_base + src[b] * block_floats,
-                    block_floats * sizeof(float));
+        float* to = layer_base + dst[b] * block_floats;
+        const float* from = layer_base + src[b] * block_floats;
+        if (backend_) backend_->copy(to, from, block_floats * sizeof(float));
+        else std::memcpy(to, from, block_floats * sizeof(float));
       }
 }
 

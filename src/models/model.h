@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/backend.h"
 #include "models/config.h"
 #include "models/kv_pool.h"
 
@@ -64,6 +65,8 @@ struct ModelOptions {
   int64_t kv_capacity_tokens = 4096;  // over all sequences
   int64_t kv_block_tokens = 16;
   ThreadPool* pool = nullptr;         // nullptr: ThreadPool::global()
+  // Where weights, KV cache and activations live and the kernels run (kernels/backend.h).
+  kernels::Device device = kernels::Device::Cpu;
   // Quantize float matrices at load (kernels/quant_format.h): 0 (off), 4 or 8 bits per weight.
   int quantize_bits = 0;
   int64_t quantize_group_size = 64;

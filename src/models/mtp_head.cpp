@@ -1,7 +1,5 @@
 #include "models/mtp_head.h"
 
-#include <cstring>
-
 #include "core/error.h"
 #include "models/attention_layer.h"
 #include "models/forward_common.h"
@@ -16,20 +14,22 @@ class MtpHead final : public MtpDrafter {
   MtpHead(const Checkpoint& w, const MtpShared& s, const ModelOptions& o)
       : s_(s),
         kv_(1, s.config->num_key_value_heads, s.config->head_dim, o.kv_block_tokens,
-            o.kv_capacity_tokens) {
+            o.kv_capacity_tokens, s.backend) {
     const ModelConfig& c = *s.config;
+    kernels::Backend& be = *s.backend;
     const int64_t H = c.hidden_size;
     if (c.mtp_num_hidden_layers != 1)
       fail(c.source, ": MTP heads with ", c.mtp_num_hidden_layers,
            " layers are not supported (expected 1)");
-    norm_embedding_ = vector_f32(w, "mtp.pre_fc_norm_embedding.weight", H);
-    norm_hidden_ = vector_f32(w, "mtp.pre_fc_norm_hidden.weight", H);
-    fc_ = matrix(w, "mtp.fc.weight", H, 2 * H);
-    input_norm_ = vector_f32(w, "mtp.layers.0.input_layernorm.weight", H);
-    post_attention_norm_ = vector_f32(w, "mtp.layers.0.post_attention_layernorm.weight", H);
-    attn_ = load_attention(w, c, "mtp.layers.0.self_attn.");
-    mlp_ = load_mlp(w, c, "mtp.layers.0.mlp.");
-    final_norm_ = vector_f32(w, "mtp.norm.weight", H);
+    norm_embedding_ = be.upload(vector_f32(w, "mtp.pre_fc_norm_embedding.weight", H));
+    norm_hidden_ = be.upload(vector_f32(w, "mtp.pre_fc_norm_hidden.weight", H));
+    fc_ = be.place(matrix(w, "mtp.fc.weight", H, 2 * H));
+    input_norm_ = be.upload(vector_f32(w, "mtp.layers.0.input_layernorm.weight", H));
+    post_attention_norm_ =
+        be.upload(vector_f32(w, "mtp.layers.0.post_attention_layernorm.weight", H));
+    attn_ = load_attention(w, c, "mtp.layers.0.self_attn.", be);
+    mlp_ = load_mlp(w, c, "mtp.layers.0.mlp.", be);
+    final_norm_ = be.upload(vector_f32(w, "mtp.norm.weight", H));
   }
 
   std::unique_ptr<SequenceState> new_draft_sequence() override {
@@ -54,37 +54,38 @@ class MtpHead final : public MtpDrafter {
              " tokens of hidden size ", H);
       fwd.push_back({d.seq, d.tokens, ForwardItem::Logits::All});
     }
-    FlatBatch b = flatten_batch(fwd, kv_, *s_.rope, c.max_position_embeddings);
+    kernels::Backend& be = *s_.backend;
+    FlatBatch b = flatten_batch(fwd, kv_, *s_.rope, c.max_position_embeddings, c.vocab_size, be);
     const int64_t T = static_cast<int64_t>(b.tokens.size());
-    std::vector<float> e(T * H), g(T * H), cat(T * 2 * H), x(T * H), h(T * H), delta(T * H);
-    kernels::embedding(s_.embed, b.tokens, e.data());
+    kernels::Floats e = be.array<float>(T * H), g = be.array<float>(T * H),
+                    cat = be.array<float>(T * 2 * H), x = be.array<float>(T * H),
+                    h = be.array<float>(T * H), delta = be.array<float>(T * H);
+    be.embedding(s_.embed, b.device_tokens.data(), T, e.data());
     for (size_t i = 0; i < items.size(); ++i)
-      std::memcpy(&g[b.item_first[i] * H], items[i].hidden.data(),
-                  items[i].hidden.size() * sizeof(float));
-    kernels::rms_norm(e.data(), T, H, norm_embedding_.data(), eps, c.zero_centered_norm, e.data());
-    kernels::rms_norm(g.data(), T, H, norm_hidden_.data(), eps, c.zero_centered_norm, g.data());
-    for (int64_t t = 0; t < T; ++t) {
-      std::memcpy(&cat[t * 2 * H], &e[t * H], H * sizeof(float));
-      std::memcpy(&cat[t * 2 * H + H], &g[t * H], H * sizeof(float));
+      be.upload(g.data() + b.item_first[i] * H, items[i].hidden.data(),
+                items[i].hidden.size() * sizeof(float));
+    be.rms_norm(e.data(), T, H, norm_embedding_.data(), eps, c.zero_centered_norm, e.data());
+    be.rms_norm(g.data(), T, H, norm_hidden_.data(), eps, c.zero_centered_norm, g.data());
+    for (int64_t t = 0; t < T; ++t) {  // [e | g] per row: a handful of rows per call
+      be.copy(cat.data() + t * 2 * H, e.data() + t * H, H * sizeof(float));
+      be.copy(cat.data() + t * 2 * H + H, g.data() + t * H, H * sizeof(float));
     }
-    kernels::linear(cat.data(), T, fc_, nullptr, x.data(), *s_.threads);
+    be.linear(cat.data(), T, fc_, nullptr, x.data());
 
-    kernels::rms_norm(x.data(), T, H, input_norm_.data(), eps, c.zero_centered_norm, h.data());
-    attention_forward(attn_, c, h.data(), T, b.rows, kv_, 0, delta.data(), *s_.threads);
-    for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
-    kernels::rms_norm(x.data(), T, H, post_attention_norm_.data(), eps, c.zero_centered_norm,
-                      h.data());
-    mlp_forward(mlp_, h.data(), T, delta.data(), *s_.threads);
-    for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
-    return finish_forward(fwd, b, x, H, {&final_norm_, s_.lm_head, eps, c.zero_centered_norm},
-                          *s_.threads);
+    be.rms_norm(x.data(), T, H, input_norm_.data(), eps, c.zero_centered_norm, h.data());
+    attention_forward(attn_, c, h.data(), T, b.rows, kv_, 0, delta.data(), be);
+    be.add(x.data(), delta.data(), T * H);
+    be.rms_norm(x.data(), T, H, post_attention_norm_.data(), eps, c.zero_centered_norm, h.data());
+    mlp_forward(mlp_, h.data(), T, delta.data(), be);
+    be.add(x.data(), delta.data(), T * H);
+    return finish_forward(fwd, b, x.data(), H,
+                          {&final_norm_, s_.lm_head, eps, c.zero_centered_norm}, be);
   }
 
  private:
   MtpShared s_;
   KvPool kv_;
-  std::vector<float> norm_embedding_, norm_hidden_, input_norm_, post_attention_norm_,
-      final_norm_;
+  kernels::Floats norm_embedding_, norm_hidden_, input_norm_, post_attention_norm_, final_norm_;
   kernels::Weight fc_;
   AttentionWeights attn_;
   MlpWeights mlp_;

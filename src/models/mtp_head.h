@@ -19,7 +19,7 @@ struct MtpShared {
   const ModelConfig* config;
   kernels::Weight embed, lm_head;    // the backbone's
   const kernels::RopeTable* rope;    // the backbone's rotary table
-  ThreadPool* threads;
+  kernels::Backend* backend;         // the backbone's (weights above are placed in it)
 };
 
 // nullptr when the checkpoint carries no mtp.* tensors (transformers saves drop them).

@@ -20,11 +20,19 @@ namespace {
 struct HybridLayer {
   LayerKind kind = LayerKind::FullAttention;
   int64_t index = 0;  // among layers of its kind: KV layer, or linear-state slot
-  std::vector<float> input_norm, post_attention_norm;
+  kernels::Floats input_norm, post_attention_norm;
   AttentionWeights attn;
   DeltaNetWeights deltanet;
   MlpWeights mlp;
 };
+
+// The Gated DeltaNet layers have CPU kernels only so far (the recurrent state is host memory).
+std::unique_ptr<kernels::Backend> cpu_only_backend(const ModelConfig& c, const ModelOptions& o) {
+  if (o.device != kernels::Device::Cpu)
+    fail(c.source, ": ", c.model_type, " (Gated DeltaNet hybrid) runs on the CPU only so far; "
+         "--device ", kernels::device_name(o.device), " supports llama, qwen2 and qwen3 models");
+  return kernels::make_backend(o.device, o.pool);
+}
 
 int64_t count_layers(const ModelConfig& c, LayerKind kind) {
   int64_t n = 0;
@@ -38,40 +46,43 @@ class HybridModel final : public Model {
       : config_(c),
         ckpt_(Checkpoint::open(dir)),
         quantize_(quantize_on_load(*ckpt_, o)),
-        threads_(o.pool ? o.pool : &ThreadPool::global()),
+        be_(cpu_only_backend(c, o)),
+        threads_(&be_->threads()),
         kv_(count_layers(c, LayerKind::FullAttention), c.num_key_value_heads, c.head_dim,
-            o.kv_block_tokens, o.kv_capacity_tokens),
+            o.kv_block_tokens, o.kv_capacity_tokens, be_.get()),
         rope_(make_rope_table(c)),
         dims_(DeltaNetDims::from(c)) {
     if (!c.zero_centered_norm || !c.attn_output_gate || !c.qk_norm)
       fail(c.source, ": ", c.model_type,
            " expects zero-centred norms, gated attention and q/k norm");
     const Checkpoint& w = *ckpt_;
+    kernels::Backend& be = *be_;
     const std::string& p = c.weight_prefix;
     const int64_t H = c.hidden_size;
-    embed_ = matrix(w, p + "embed_tokens.weight", c.vocab_size, H);
+    embed_ = be.place(matrix(w, p + "embed_tokens.weight", c.vocab_size, H));
     int64_t n_full = 0;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string lp = p + "layers." + std::to_string(l) + ".";
       HybridLayer layer;
       layer.kind = c.layer_kind(l);
-      layer.input_norm = vector_f32(w, lp + "input_layernorm.weight", H);
-      layer.post_attention_norm = vector_f32(w, lp + "post_attention_layernorm.weight", H);
+      layer.input_norm = be.upload(vector_f32(w, lp + "input_layernorm.weight", H));
+      layer.post_attention_norm =
+          be.upload(vector_f32(w, lp + "post_attention_layernorm.weight", H));
       if (layer.kind == LayerKind::FullAttention) {
         layer.index = n_full++;
-        layer.attn = load_attention(w, c, lp + "self_attn.");
+        layer.attn = load_attention(w, c, lp + "self_attn.", be);
       } else {
         layer.index = n_linear_++;
         layer.deltanet = load_deltanet(w, c, lp + "linear_attn.");
       }
-      layer.mlp = load_mlp(w, c, lp + "mlp.");
+      layer.mlp = load_mlp(w, c, lp + "mlp.", be);
       layers_.push_back(std::move(layer));
     }
-    final_norm_ = vector_f32(w, p + "norm.weight", H);
+    final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
     lm_head_ = c.tie_word_embeddings && !w.has("lm_head.weight")
                    ? embed_
-                   : matrix(w, "lm_head.weight", c.vocab_size, H);
-    mtp_ = load_mtp_head(w, {&config_, embed_, lm_head_, &rope_, threads_}, o);
+                   : be.place(matrix(w, "lm_head.weight", c.vocab_size, H));
+    mtp_ = load_mtp_head(w, {&config_, embed_, lm_head_, &rope_, &be}, o);
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -120,11 +131,14 @@ class HybridModel final : public Model {
   ForwardResult forward(std::span<const ForwardItem> items) override {
     const ModelConfig& c = config_;
     const int64_t H = c.hidden_size, TI = dims_.token_inputs();
-    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings);
+    kernels::Backend& be = *be_;
+    // Validates ids before any state changes.
+    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be);
     const int64_t T = static_cast<int64_t>(b.tokens.size());
     const float eps = static_cast<float>(c.rms_norm_eps);
-    std::vector<float> x(T * H), h(T * H), delta(T * H);
-    kernels::embedding(embed_, b.tokens, x.data());  // validates ids before any state changes
+    kernels::Floats x = be.array<float>(T * H), h = be.array<float>(T * H),
+                    delta = be.array<float>(T * H);
+    be.embedding(embed_, b.device_tokens.data(), T, x.data());
 
     // Rollback bookkeeping first: an item that asks for it keeps its state at the current length
     // (the new floor) and logs its tokens' recurrent inputs below; any other item moves its floor
@@ -155,9 +169,9 @@ class HybridModel final : public Model {
     std::vector<float> inputs(T * TI), z(T * dims_.value_dim());
     std::vector<DeltaNetSpan> spans(items.size());
     for (const HybridLayer& L : layers_) {
-      kernels::rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
+      be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
       if (L.kind == LayerKind::FullAttention) {
-        attention_forward(L.attn, c, h.data(), T, b.rows, kv_, L.index, delta.data(), *threads_);
+        attention_forward(L.attn, c, h.data(), T, b.rows, kv_, L.index, delta.data(), be);
       } else {
         deltanet_project(L.deltanet, dims_, h.data(), T, inputs.data(), z.data(), *threads_);
         for (size_t i = 0; i < items.size(); ++i) {
@@ -170,12 +184,12 @@ class HybridModel final : public Model {
         deltanet_mix(L.deltanet, dims_, inputs.data(), z.data(), T, spans, eps, delta.data(),
                      *threads_);
       }
-      for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
-      kernels::rms_norm(x.data(), T, H, L.post_attention_norm.data(), eps, true, h.data());
-      mlp_forward(L.mlp, h.data(), T, delta.data(), *threads_);
-      for (int64_t i = 0; i < T * H; ++i) x[i] += delta[i];
+      be.add(x.data(), delta.data(), T * H);
+      be.rms_norm(x.data(), T, H, L.post_attention_norm.data(), eps, true, h.data());
+      mlp_forward(L.mlp, h.data(), T, delta.data(), be);
+      be.add(x.data(), delta.data(), T * H);
     }
-    return finish_forward(items, b, x, H, {&final_norm_, lm_head_, eps, true}, *threads_);
+    return finish_forward(items, b, x.data(), H, {&final_norm_, lm_head_, eps, true}, be);
   }
 
  private:
@@ -188,6 +202,7 @@ class HybridModel final : public Model {
   ModelConfig config_;
   std::unique_ptr<Checkpoint> ckpt_;
   std::unique_ptr<QuantizeOnLoad> quantize_;  // --quantize: owns the quantized codes
+  std::unique_ptr<kernels::Backend> be_;       // before everything that lives in its memory
   ThreadPool* threads_;
   KvPool kv_;
   kernels::RopeTable rope_;
@@ -195,7 +210,7 @@ class HybridModel final : public Model {
   int64_t n_linear_ = 0;
   kernels::Weight embed_, lm_head_;
   std::vector<HybridLayer> layers_;
-  std::vector<float> final_norm_;
+  kernels::Floats final_norm_;
   std::unique_ptr<MtpDrafter> mtp_;
 };
 

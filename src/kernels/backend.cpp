@@ -1,0 +1,26 @@
+#include "kernels/backend.h"
+
+#include "core/error.h"
+
+namespace lockstep::kernels {
+
+std::string_view device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
+Device parse_device(std::string_view name) {
+  if (name == "cpu") return Device::Cpu;
+  if (name == "cuda") return Device::Cuda;
+  fail("unknown device '", name, "' (expected cpu or cuda)");
+}
+
+std::unique_ptr<Backend> make_backend(Device d, ThreadPool* threads) {
+  return d == Device::Cuda ? make_cuda_backend(threads) : make_cpu_backend(threads);
+}
+
+#ifndef LOCKSTEP_HAVE_CUDA
+std::unique_ptr<Backend> make_cuda_backend(ThreadPool*) {
+  fail("--device cuda: this lockstep was built without the CUDA backend (configure with nvcc "
+       "installed, or -DLOCKSTEP_CUDA=ON)");
+}
+#endif
+
+}  // namespace lockstep::kernels

@@ -1,0 +1,144 @@
+// Where a model runs: the CPU (Highway kernels, kernels/ops.h) or a CUDA GPU (kernels/cuda/). A
+// model forward is written once against this interface; its activations, weights and KV cache
+// live in the backend's memory and every op takes pointers into it. The CPU backend's memory is
+// plain host memory and its ops are exactly kernels/ops.h, so the CPU path keeps its bits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+
+namespace lockstep::kernels {
+
+enum class Device : uint8_t { Cpu, Cuda };
+std::string_view device_name(Device d);  // "cpu", "cuda"
+// Parses "cpu" / "cuda"; throws lockstep::Error naming the accepted values otherwise.
+Device parse_device(std::string_view name);
+
+class Backend;
+
+// A move-only array of T in a backend's memory.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(Backend* backend, int64_t n);
+  DeviceArray(DeviceArray&& o) noexcept { swap(o); }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    DeviceArray tmp(std::move(o));
+    swap(tmp);
+    return *this;
+  }
+  ~DeviceArray();
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  int64_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  void swap(DeviceArray& o) noexcept {
+    std::swap(backend_, o.backend_);
+    std::swap(data_, o.data_);
+    std::swap(n_, o.n_);
+  }
+  Backend* backend_ = nullptr;
+  T* data_ = nullptr;
+  int64_t n_ = 0;
+};
+using Floats = DeviceArray<float>;
+using Ints = DeviceArray<int32_t>;
+
+// The rows of one forward call as attention needs them, in backend memory: block_tables
+// [rows][table_stride] (each row's sequence block table, padded), n_keys [rows].
+struct AttentionBatch {
+  const int32_t* block_tables = nullptr;
+  int64_t table_stride = 0;
+  const int32_t* n_keys = nullptr;
+  int64_t max_keys = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  // One line for logs and `inspect`: "cpu, 2 threads" / "cuda: NVIDIA H200, ...".
+  virtual std::string describe() const = 0;
+  // The CPU thread pool (host-side work such as quantizing at load uses it on every backend).
+  virtual ThreadPool& threads() = 0;
+
+  // Memory. allocate() may return uninitialised memory; lazy = large and mostly untouched at
+  // first (the KV cache: the CPU backend maps it without committing pages).
+  virtual void* allocate(size_t bytes, bool lazy = false) = 0;
+  virtual void release(void* p) = 0;
+  virtual void upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, size_t bytes) = 0;  // waits for ops
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+
+  // A weight as this backend computes with it: the CPU uses the checkpoint's (mapped) bytes in
+  // place; CUDA keeps a device copy (BF16) owned by the backend for its lifetime.
+  virtual Weight place(const Weight& host) = 0;
+
+  template <typename T>
+  DeviceArray<T> array(int64_t n) { return DeviceArray<T>(this, n); }
+  template <typename T>
+  DeviceArray<T> upload(std::span<const T> host) {
+    DeviceArray<T> a(this, static_cast<int64_t>(host.size()));
+    if (!host.empty()) upload(a.data(), host.data(), host.size() * sizeof(T));
+    return a;
+  }
+  template <typename T>
+  DeviceArray<T> upload(const std::vector<T>& host) { return upload(std::span<const T>(host)); }
+  template <typename T>
+  std::vector<T> download(const T* src, int64_t n) {
+    std::vector<T> out(n);
+    if (n > 0) download(out.data(), src, n * sizeof(T));
+    return out;
+  }
+
+  // Ops: as kernels/ops.h, every pointer in this backend's memory.
+  virtual void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) = 0;
+  // ids were range-checked by the caller.
+  virtual void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
+  virtual void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps,
+                        bool zero_centered, float* y) = 0;
+  virtual void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+                    const float* cos_sin) = 0;
+  virtual void silu_mul(const float* gate, const float* up, float* out, int64_t n) = 0;
+  virtual void add(float* x, const float* delta, int64_t n) = 0;  // x += delta
+  // Per (row, head) [query (hd) | gate (hd)] -> q and gate, [rows_heads][hd] each.
+  virtual void split_query_gate(const float* qg, int64_t rows_heads, int64_t head_dim, float* q,
+                                float* gate) = 0;
+  virtual void sigmoid_mul(float* x, const float* gate, int64_t n) = 0;  // x *= sigmoid(gate)
+  // Row t's key and value (kv_dim floats each) into slot slots[t] of the layer's cache.
+  virtual void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t T,
+                        const int32_t* slots) = 0;
+  virtual void attention(const float* q, int64_t T, const AttentionBatch& rows, int64_t n_heads,
+                         const KvLayerView& kv, float scale, float* out) = 0;
+  // out[i] = x[rows[i]] (rows of D floats).
+  virtual void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
+                           float* out) = 0;
+};
+
+// The CPU backend over `threads` (ThreadPool::global() when null).
+std::unique_ptr<Backend> make_cpu_backend(ThreadPool* threads = nullptr);
+// The CUDA backend on the first GPU; throws lockstep::Error saying why when there is none or the
+// binary was built without CUDA.
+std::unique_ptr<Backend> make_cuda_backend(ThreadPool* threads = nullptr);
+std::unique_ptr<Backend> make_backend(Device d, ThreadPool* threads = nullptr);
+
+template <typename T>
+DeviceArray<T>::DeviceArray(Backend* backend, int64_t n) : backend_(backend), n_(n) {
+  if (n > 0) data_ = static_cast<T*>(backend->allocate(static_cast<size_t>(n) * sizeof(T)));
+}
+template <typename T>
+DeviceArray<T>::~DeviceArray() {
+  if (data_) backend_->release(data_);
+}
+
+}  // namespace lockstep::kernels

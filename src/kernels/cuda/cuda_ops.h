@@ -1,0 +1,89 @@
+// The CUDA kernels behind kernels::Backend (kernels/backend.h), as plain C++ declarations: no CUDA
+// header leaks to callers. Every pointer argument is device memory unless it says otherwise; every
+// op is enqueued on the library's one stream (ops run in call order, the host does not wait),
+// except download() and synchronize(), which wait.
+//
+// Numerics (the invariance rule of ../shared/DESIGN.md, GPU form):
+// - linear: BF16 tensor cores (mma.sync m16n8k16, FP32 accumulate). x is rounded to BF16
+//   (nearest-even) as it is loaded; the K dimension is walked in 16-wide steps in increasing k
+//   order into one FP32 accumulator per output element (no split-K), so a row's outputs never
+//   depend on M, on the row's position in the call, or on the other rows. Small M uses the same
+//   K walk with weights as the MMA's A operand (swapped operands), not a different kernel order.
+// - rms_norm / softmax-like row reductions: one block per row, fixed per-thread strides and a
+//   fixed tree; nothing depends on the number of rows.
+// - attention: per (row, head) the keys are taken in fixed chunks aligned to absolute positions
+//   (kAttentionChunk), each chunk reduced in a fixed order, the chunks merged in position order
+//   with the online-softmax update; the number of rows, the KV block size and the other rows do
+//   not change a row's bits.
+// CPU and GPU are not promised to agree bit for bit (tensor cores accumulate their own way).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace lockstep::kernels::cuda {
+
+// Positions per attention chunk (aligned to absolute positions 0, C, 2C, ...).
+inline constexpr int64_t kAttentionChunk = 256;
+
+// --- device and memory -------------------------------------------------------------------------
+// True when a CUDA device can be used; otherwise false and *why_not says why (driver missing,
+// no device, ...). Never throws.
+bool available(std::string* why_not);
+// "NVIDIA H200, 132 SMs, 139.8 GiB, cc 9.0" (throws lockstep::Error when unavailable).
+std::string describe_device();
+
+void* malloc_device(size_t bytes);  // throws lockstep::Error naming the size and CUDA's message
+void free_device(void* p);
+void upload(void* dst, const void* host_src, size_t bytes);      // ordered on the stream
+void download(void* host_dst, const void* src, size_t bytes);    // waits for the stream
+void copy(void* dst, const void* src, size_t bytes);             // device to device, on the stream
+void fill_zero(void* dst, size_t bytes);
+void synchronize();
+
+// --- ops -----------------------------------------------------------------------------------------
+// y[m][n] = sum_k x[m][k] W[n][k] (+ bias[n]). w.dtype must be BF16 (the backend converts F32/F16
+// weights to BF16 when it places them) and w.data, bias device pointers; quantized weights are
+// not supported here (the backend dequantizes them when placing).
+void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y);
+
+// out[i][:] = float(table row ids[i]); table BF16 [V][D] on the device; ids checked by the caller.
+void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out);
+
+// As kernels::rms_norm / rope / silu_mul (ops.h), on device arrays.
+void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps, bool zero_centered,
+              float* y);
+void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+          const float* cos_sin);
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// x[i] += delta[i].
+void add(float* x, const float* delta, int64_t n);
+// Gated attention's q_proj output, per (row, head) [query (hd) | gate (hd)], split into q and gate
+// [rows*heads][hd] each.
+void split_query_gate(const float* qg, int64_t rows_heads, int64_t head_dim, float* q, float* gate);
+// x[i] *= sigmoid(gate[i]).
+void sigmoid_mul(float* x, const float* gate, int64_t n);
+
+// Writes row t's key and value (kv_dim = n_kv_heads * head_dim floats each) to cache slot
+// slots[t] of a layer: k_cache + slots[t] * kv_dim (v likewise). slot = block * block_tokens +
+// position % block_tokens.
+void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const int32_t* slots,
+              float* k_cache, float* v_cache);
+
+// Causal attention of T query rows over the paged cache of one layer. Row t attends to positions
+// [0, n_keys[t]); position p of row t is in block block_tables[t * table_stride + p / block_tokens]
+// at slot p % block_tokens; block b's keys start at kv.k + b * block_tokens * n_kv_heads * head_dim
+// (values at kv.v likewise). q, out: [T][n_heads][head_dim]; GQA: head h reads kv head
+// h / (n_heads / n_kv_heads). max_keys >= every n_keys[t] (a launch bound only: it must not change
+// any row's bits).
+void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t table_stride,
+               const int32_t* n_keys, int64_t max_keys, int64_t n_heads, const KvLayerView& kv,
+               float scale, float* out);
+
+// out[i][:] = x[rows[i]][:] for i < n, rows of D floats.
+void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out);
+
+}  // namespace lockstep::kernels::cuda
