@@ -1,0 +1,346 @@
+// attention (cuda_ops.h): causal attention of T query rows over one layer's paged KV cache.
+//
+// The schedule of one (row t, query head h), whatever T, the other rows, max_keys or the KV block
+// size are:
+// - positions are taken in chunks of kAttentionChunk (256) aligned to absolute position 0; chunk
+//   c holds positions [256c, min(256c + 256, n_keys)).
+// - chunk partial: score(p) = dot(q, k_p) * scale, the dot summed per lane over head_dim/32
+//   consecutive dims (lane = dim / (head_dim/32)) with fmaf in dim order, then a fixed xor-butterfly
+//   over the 32 lanes; m_c = max of the scores; e(p) = exp_f32(score - m_c) (the CPU's polynomial,
+//   common.cuh); l_c = sum of e(p): lane-partial over p = lane + 32 j in j order, then the
+//   butterfly; a_c[d] = sum_p e(p) v_p[d] with fmaf in position order.
+// - merge, chunks in increasing c from (M, L, A) = (-inf, 0, 0):
+//   M' = max(M, m_c), alpha = exp_f32(M - M'), beta = exp_f32(m_c - M'),
+//   L = L*alpha + l_c*beta, A = A*alpha + a_c*beta; out = A / L (0 when n_keys = 0).
+// Two launch shapes give the same bits: few (row, kv head) pairs (decode) compute the chunk
+// partials in separate blocks (flash-decoding) and merge them in a second kernel; many pairs
+// (prefill) let one block walk its chunks in order and merge as it goes. One block serves the G
+// query heads that share a KV head, so keys and values are read once for all of them.
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma.cuh"
+
+namespace lockstep::kernels::cuda {
+namespace {
+
+using namespace detail;
+
+constexpr int kChunk = static_cast<int>(kAttentionChunk);
+constexpr int kThreads = 256;
+constexpr int kSub = 64;         // positions per value sub-chunk in shared memory
+constexpr int kMaxGroup = 16;    // query heads per KV head supported
+
+struct AttnArgs {
+  const float* q;
+  const int32_t* block_tables;
+  int64_t table_stride;
+  const int32_t* n_keys;
+  int n_heads, n_kv_heads, group, block_tokens, n_chunks;
+  const float* k;
+  const float* v;
+  float scale;
+  float* out;       // final output (merge / in-block variant)
+  float* part_acc;  // [T][n_heads][n_chunks][HD] (split variant)
+  float* part_ml;   // [T][n_heads][n_chunks][2]
+};
+
+template <int HD>
+struct AttnSmem {
+  static constexpr int kGPerThread = kMaxGroup * HD / kThreads;  // (g, d) pairs per thread
+  float q[kMaxGroup][HD];
+  float s[kMaxGroup][kChunk];  // scores, then e(p)
+  float v[2][kSub][HD];
+  int64_t off[kChunk];         // float offset of each position's (kv head) row
+  float m[kMaxGroup], l[kMaxGroup];
+};
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <int DPL>
+__device__ __forceinline__ void load_dims(const float* p, float (&r)[DPL]) {
+  if constexpr (DPL % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < DPL; j += 4) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(p + j));
+      r[j] = v.x, r[j + 1] = v.y, r[j + 2] = v.z, r[j + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < DPL; j += 2) {
+      const float2 v = __ldg(reinterpret_cast<const float2*>(p + j));
+      r[j] = v.x, r[j + 1] = v.y;
+    }
+  }
+}
+
+// Issues the cp.async copies of value sub-chunk `sub` (positions [sub*kSub, ...) of the chunk,
+// those < np) into buffer `buf`.
+template <int HD>
+__device__ __forceinline__ void load_values(AttnSmem<HD>& sm, const float* vbase, int sub, int np,
+                                            int buf) {
+  constexpr int kPieces = kSub * HD / 4;
+  for (int i = threadIdx.x; i < kPieces; i += kThreads) {
+    const int pl = i / (HD / 4), piece = i % (HD / 4);
+    const int p = sub * kSub + pl;
+    if (p < np) cp_async16(smem_addr(&sm.v[buf][pl][piece * 4]), vbase + sm.off[p] + piece * 4, true);
+  }
+}
+
+// One chunk of one (row, kv head): leaves e(p) in sm.s, m_c / l_c in sm.m / sm.l, and returns
+// a_c for this thread's (g, d) pairs in acc. sm.q must hold the group's queries.
+template <int HD>
+__device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh, int c, int np,
+                              float (&acc)[AttnSmem<HD>::kGPerThread]) {
+  constexpr int DPL = HD / 32;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int G = a.group;
+  const int p0 = c * kChunk;
+  const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * HD;
+  const int bt = a.block_tokens;
+  for (int i = tid; i < np; i += kThreads) {
+    const int p = p0 + i;
+    const int64_t blk = a.block_tables[t * a.table_stride + p / bt];
+    sm.off[i] = (blk * bt + p % bt) * kv_dim + static_cast<int64_t>(kh) * HD;
+  }
+  __syncthreads();
+  // Values stream in while the scores are computed.
+  load_values(sm, a.v, 0, np, 0);
+  cp_async_commit();
+  load_values(sm, a.v, 1, np, 1);
+  cp_async_commit();
+
+  // Scores: warp w takes positions w, w + 8, ...; 4 keys' loads in flight per step.
+  for (int i0 = warp; i0 < kChunk; i0 += 4 * 8) {
+    float kr[4][DPL];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int i = i0 + 8 * u;
+      if (i < np) load_dims<DPL>(a.k + sm.off[i] + lane * DPL, kr[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int i = i0 + 8 * u;
+      if (i < np) {
+        for (int g = 0; g < G; ++g) {
+          float part = 0.0f;
+#pragma unroll
+          for (int j = 0; j < DPL; ++j) part = __fmaf_rn(sm.q[g][lane * DPL + j], kr[u][j], part);
+          const float dot = warp_sum(part);
+          if (lane == 0) sm.s[g][i] = __fmul_rn(dot, a.scale);
+        }
+      } else if (i < kChunk && lane < G) {
+        sm.s[lane][i] = -INFINITY;
+      }
+    }
+  }
+  __syncthreads();
+  // Softmax pieces: warp w takes query heads g = w, w + 8, ...
+  for (int g = warp; g < G; g += 8) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kChunk / 32; ++j) mx = fmaxf(mx, sm.s[g][lane + 32 * j]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kChunk / 32; ++j) {
+      const int i = lane + 32 * j;
+      const float e = i < np ? exp_f32(__fsub_rn(sm.s[g][i], mx)) : 0.0f;
+      sm.s[g][i] = e;
+      sum = __fadd_rn(sum, e);
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) sm.m[g] = mx, sm.l[g] = sum;
+  }
+  // Values: thread owns d = tid % HD and query heads g = tid / HD + j * (kThreads / HD).
+  constexpr int kGStride = kThreads / HD;
+  const int d = tid % HD, g0 = tid / HD;
+#pragma unroll
+  for (int j = 0; j < AttnSmem<HD>::kGPerThread; ++j) acc[j] = 0.0f;
+  constexpr int kSubs = kChunk / kSub;
+  for (int sub = 0; sub < kSubs; ++sub) {
+    cp_async_wait<1>();
+    __syncthreads();
+    const int buf = sub & 1;
+    const int n = min(kSub, np - sub * kSub);
+    for (int i = 0; i < n; ++i) {
+      const float v = sm.v[buf][i][d];
+      const int p = sub * kSub + i;
+#pragma unroll
+      for (int j = 0; j < AttnSmem<HD>::kGPerThread; ++j) {
+        const int g = g0 + j * kGStride;
+        if (g < G) acc[j] = __fmaf_rn(sm.s[g][p], v, acc[j]);
+      }
+    }
+    __syncthreads();
+    if (sub + 2 < kSubs) load_values(sm, a.v, sub + 2, np, buf);
+    cp_async_commit();
+  }
+  cp_async_wait<0>();
+}
+
+template <int HD>
+__device__ __forceinline__ void load_queries(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh) {
+  for (int i = threadIdx.x; i < a.group * HD; i += kThreads) {
+    const int g = i / HD, d = i % HD;
+    sm.q[g][d] = a.q[(static_cast<int64_t>(t) * a.n_heads + kh * a.group + g) * HD + d];
+  }
+}
+
+// The online-softmax merge of one chunk into (M, L, A).
+__device__ __forceinline__ void merge(float& M, float& L, float& A, float mc, float lc, float ac) {
+  const float Mn = fmaxf(M, mc);
+  const float alpha = exp_f32(__fsub_rn(M, Mn)), beta = exp_f32(__fsub_rn(mc, Mn));
+  L = __fadd_rn(__fmul_rn(L, alpha), __fmul_rn(lc, beta));
+  A = __fadd_rn(__fmul_rn(A, alpha), __fmul_rn(ac, beta));
+  M = Mn;
+}
+
+// Split variant: block (c, t * n_kv_heads + kh) writes chunk c's partials.
+template <int HD>
+__global__ void __launch_bounds__(kThreads) attn_split(AttnArgs a) {
+  extern __shared__ __align__(16) uint8_t raw[];
+  auto& sm = *reinterpret_cast<AttnSmem<HD>*>(raw);
+  const int c = blockIdx.x, t = blockIdx.y / a.n_kv_heads, kh = blockIdx.y % a.n_kv_heads;
+  const int nk = a.n_keys[t];
+  const int np = min(kChunk, nk - c * kChunk);
+  if (np <= 0) return;
+  load_queries(sm, a, t, kh);
+  float acc[AttnSmem<HD>::kGPerThread];
+  chunk_partial(sm, a, t, kh, c, np, acc);
+  const int d = threadIdx.x % HD, g0 = threadIdx.x / HD;
+#pragma unroll
+  for (int j = 0; j < AttnSmem<HD>::kGPerThread; ++j) {
+    const int g = g0 + j * (kThreads / HD);
+    if (g < a.group) {
+      const int64_t idx = (static_cast<int64_t>(t) * a.n_heads + kh * a.group + g) * a.n_chunks + c;
+      a.part_acc[idx * HD + d] = acc[j];
+      if (d == 0) {
+        a.part_ml[idx * 2] = sm.m[g];
+        a.part_ml[idx * 2 + 1] = sm.l[g];
+      }
+    }
+  }
+}
+
+// Merge of the split variant: block (t * n_heads + h), thread d.
+template <int HD>
+__global__ void __launch_bounds__(HD) attn_merge(AttnArgs a) {
+  const int th = blockIdx.x, t = th / a.n_heads, d = threadIdx.x;
+  const int nk = a.n_keys[t];
+  const int nc = (nk + kChunk - 1) / kChunk;
+  float M = -INFINITY, L = 0.0f, A = 0.0f;
+  for (int c = 0; c < nc; ++c) {
+    const int64_t idx = static_cast<int64_t>(th) * a.n_chunks + c;
+    merge(M, L, A, a.part_ml[idx * 2], a.part_ml[idx * 2 + 1], a.part_acc[idx * HD + d]);
+  }
+  a.out[static_cast<int64_t>(th) * HD + d] = nk > 0 ? __fdiv_rn(A, L) : 0.0f;
+}
+
+// In-block variant: block (t * n_kv_heads + kh) walks its chunks in order.
+template <int HD>
+__global__ void __launch_bounds__(kThreads) attn_walk(AttnArgs a) {
+  extern __shared__ __align__(16) uint8_t raw[];
+  auto& sm = *reinterpret_cast<AttnSmem<HD>*>(raw);
+  const int t = blockIdx.x / a.n_kv_heads, kh = blockIdx.x % a.n_kv_heads;
+  const int nk = a.n_keys[t];
+  const int nc = (nk + kChunk - 1) / kChunk;
+  load_queries(sm, a, t, kh);
+  constexpr int kG = AttnSmem<HD>::kGPerThread;
+  float M[kG], L[kG], A[kG];
+#pragma unroll
+  for (int j = 0; j < kG; ++j) M[j] = -INFINITY, L[j] = 0.0f, A[j] = 0.0f;
+  const int d = threadIdx.x % HD, g0 = threadIdx.x / HD;
+  for (int c = 0; c < nc; ++c) {
+    const int np = min(kChunk, nk - c * kChunk);
+    float acc[kG];
+    chunk_partial(sm, a, t, kh, c, np, acc);
+#pragma unroll
+    for (int j = 0; j < kG; ++j) {
+      const int g = g0 + j * (kThreads / HD);
+      if (g < a.group) merge(M[j], L[j], A[j], sm.m[g], sm.l[g], acc[j]);
+    }
+    __syncthreads();  // before the next chunk overwrites shared memory
+  }
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    const int g = g0 + j * (kThreads / HD);
+    if (g < a.group)
+      a.out[(static_cast<int64_t>(t) * a.n_heads + kh * a.group + g) * HD + d] =
+          nk > 0 ? __fdiv_rn(A[j], L[j]) : 0.0f;
+  }
+}
+
+template <int HD>
+void run(AttnArgs a, int64_t T) {
+  constexpr int kSmem = static_cast<int>(sizeof(AttnSmem<HD>));
+  static bool attrs = false;
+  if (!attrs) {
+    check(cudaFuncSetAttribute(attn_split<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
+          "attention: set shared memory limit");
+    check(cudaFuncSetAttribute(attn_walk<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
+          "attention: set shared memory limit");
+    attrs = true;
+  }
+  const int64_t pairs = T * a.n_kv_heads;
+  if (pairs < 256 && a.n_chunks > 1) {
+    const size_t rows = static_cast<size_t>(T) * a.n_heads * a.n_chunks;
+    auto* buf = static_cast<float*>(scratch(1, rows * (HD + 2) * sizeof(float)));
+    a.part_acc = buf;
+    a.part_ml = buf + rows * HD;
+    attn_split<HD><<<dim3(a.n_chunks, static_cast<unsigned>(pairs)), kThreads, kSmem, stream()>>>(a);
+    check_launch("attention (chunk partials)");
+    attn_merge<HD><<<static_cast<unsigned>(T * a.n_heads), HD, 0, stream()>>>(a);
+    check_launch("attention (merge)");
+  } else {
+    attn_walk<HD><<<static_cast<unsigned>(pairs), kThreads, kSmem, stream()>>>(a);
+    check_launch("attention (in-block)");
+  }
+}
+
+}  // namespace
+
+void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t table_stride,
+               const int32_t* n_keys, int64_t max_keys, int64_t n_heads, const KvLayerView& kv,
+               float scale, float* out) {
+  if (T <= 0) return;
+  const int64_t hd = kv.head_dim;
+  if (kv.n_kv_heads <= 0 || n_heads % kv.n_kv_heads != 0)
+    fail("CUDA attention: ", n_heads, " query heads do not group over ", kv.n_kv_heads, " KV heads");
+  const int64_t group = n_heads / kv.n_kv_heads;
+  if (group > kMaxGroup)
+    fail("CUDA attention: ", group, " query heads per KV head (at most ", kMaxGroup, " supported)");
+  if (kv.block_tokens <= 0) fail("CUDA attention: block_tokens must be positive");
+  AttnArgs a{};
+  a.q = q;
+  a.block_tables = block_tables;
+  a.table_stride = table_stride;
+  a.n_keys = n_keys;
+  a.n_heads = static_cast<int>(n_heads);
+  a.n_kv_heads = static_cast<int>(kv.n_kv_heads);
+  a.group = static_cast<int>(group);
+  a.block_tokens = static_cast<int>(kv.block_tokens);
+  a.n_chunks = static_cast<int>(std::max<int64_t>(1, (max_keys + kChunk - 1) / kChunk));
+  a.k = kv.k;
+  a.v = kv.v;
+  a.scale = scale;
+  a.out = out;
+  switch (hd) {
+    case 64: run<64>(a, T); break;
+    case 128: run<128>(a, T); break;
+    case 256: run<256>(a, T); break;
+    default: fail("CUDA attention: head_dim ", hd, " is not supported (64, 128 or 256)");
+  }
+}
+
+}  // namespace lockstep::kernels::cuda

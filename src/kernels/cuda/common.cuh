@@ -1,0 +1,58 @@
+// Private helpers shared by the CUDA kernel files: the library's one stream, error checks, launch
+// checks, a grow-only device scratch buffer, and the device transcendentals (ports of
+// kernels/math.h with explicit FMAs, so GPU exp/silu/sigmoid give the CPU's bits).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/error.h"
+
+namespace lockstep::kernels::cuda::detail {
+
+// The stream every op is enqueued on (created on first use).
+cudaStream_t stream();
+
+// Throws lockstep::Error("CUDA <what>: <CUDA's message>") when e is an error.
+void check(cudaError_t e, const char* what);
+// After a launch: throws when the launch failed (bad configuration, no device, ...).
+void check_launch(const char* kernel);
+
+// Device scratch of at least `bytes`, owned by the library, slot `slot` (each op uses its own slot
+// so two scratch arrays can be live at once). Grow-only; growing waits for the stream first.
+void* scratch(int slot, size_t bytes);
+
+inline unsigned blocks_for(int64_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+// e^x, the same algorithm and operation order as kernels::exp_f32 (math.h).
+__device__ __forceinline__ float exp_f32(float x) {
+  if (isnan(x)) return x;
+  if (x > 88.72283935546875f) return __int_as_float(0x7f800000);
+  if (x < -103.97208f) return 0.0f;
+  const float n = rintf(__fmul_rn(x, 1.44269504088896341f));
+  float r = __fmaf_rn(n, -0.693145751953125f, x);
+  r = __fmaf_rn(n, -1.428606765330187045e-06f, r);
+  float p = 1.0f / 5040.0f;
+  p = __fmaf_rn(p, r, 1.0f / 720.0f);
+  p = __fmaf_rn(p, r, 1.0f / 120.0f);
+  p = __fmaf_rn(p, r, 1.0f / 24.0f);
+  p = __fmaf_rn(p, r, 1.0f / 6.0f);
+  p = __fmaf_rn(p, r, 0.5f);
+  p = __fmaf_rn(p, r, 1.0f);
+  p = __fmaf_rn(p, r, 1.0f);
+  const int e = static_cast<int>(n);
+  const int e1 = e / 2, e2 = e - e1;
+  return __fmul_rn(__fmul_rn(p, __int_as_float((e1 + 127) << 23)), __int_as_float((e2 + 127) << 23));
+}
+__device__ __forceinline__ float sigmoid_f32(float x) {
+  return __fdiv_rn(1.0f, __fadd_rn(1.0f, exp_f32(-x)));
+}
+__device__ __forceinline__ float silu_f32(float x) {
+  return __fdiv_rn(x, __fadd_rn(1.0f, exp_f32(-x)));
+}
+
+}  // namespace lockstep::kernels::cuda::detail

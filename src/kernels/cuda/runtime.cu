@@ -1,0 +1,131 @@
+// Device discovery, memory, copies and the one stream (cuda_ops.h).
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace lockstep::kernels::cuda {
+namespace detail {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("CUDA ", what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+}
+
+void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+
+cudaStream_t stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t created = nullptr;
+    check(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking), "stream create");
+    return created;
+  }();
+  return s;
+}
+
+void* scratch(int slot, size_t bytes) {
+  static std::mutex mu;
+  static std::vector<std::pair<void*, size_t>> slots;
+  std::lock_guard<std::mutex> lock(mu);
+  if (slot >= static_cast<int>(slots.size())) slots.resize(slot + 1, {nullptr, 0});
+  auto& s = slots[slot];
+  if (s.second < bytes) {
+    // Kernels already enqueued may still use the old buffer.
+    check(cudaStreamSynchronize(stream()), "synchronize (scratch grow)");
+    if (s.first) check(cudaFree(s.first), "free (scratch grow)");
+    s.first = nullptr;
+    s.second = 0;
+    const size_t want = bytes + bytes / 4;
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, want);
+    if (e != cudaSuccess)
+      fail("CUDA scratch allocation of ", want, " bytes failed: ", cudaGetErrorString(e));
+    s = {p, want};
+  }
+  return s.first;
+}
+
+}  // namespace detail
+
+using detail::check;
+
+bool available(std::string* why_not) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why_not) *why_not = std::string("CUDA: ") + cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky-free error state
+    return false;
+  }
+  if (n == 0) {
+    if (why_not) *why_not = "CUDA: no device found";
+    return false;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    if (why_not) *why_not = "CUDA: cannot read device 0's properties";
+    cudaGetLastError();
+    return false;
+  }
+  if (prop.major < 8) {
+    if (why_not)
+      *why_not = std::string("CUDA: device ") + prop.name + " has compute capability " +
+                 std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                 " (bf16 tensor cores need 8.0 or newer; this build targets 9.0)";
+    return false;
+  }
+  return true;
+}
+
+std::string describe_device() {
+  std::string why;
+  if (!available(&why)) fail(why);
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "get device properties");
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(1);
+  out << prop.name << ", " << prop.multiProcessorCount << " SMs, "
+      << static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0) << " GiB, cc "
+      << prop.major << "." << prop.minor;
+  return out.str();
+}
+
+void* malloc_device(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+  if (e != cudaSuccess)
+    fail("CUDA allocation of ", bytes, " bytes failed: ", cudaGetErrorString(e));
+  return p;
+}
+
+void free_device(void* p) {
+  if (p) check(cudaFree(p), "free");
+}
+
+void upload(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, detail::stream()), "upload");
+}
+
+void download(void* host_dst, const void* src, size_t bytes) {
+  if (bytes != 0)
+    check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, detail::stream()),
+          "download");
+  check(cudaStreamSynchronize(detail::stream()), "download (synchronize)");
+}
+
+void copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, detail::stream()), "copy");
+}
+
+void fill_zero(void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  check(cudaMemsetAsync(dst, 0, bytes, detail::stream()), "fill_zero");
+}
+
+void synchronize() { check(cudaStreamSynchronize(detail::stream()), "synchronize"); }
+
+}  // namespace lockstep::kernels::cuda

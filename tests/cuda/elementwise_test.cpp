@@ -1,0 +1,154 @@
+// CUDA per-row and per-element ops against the CPU kernels, and rms_norm rows across M.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/math.h"
+#include "kernels/ops.h"
+#include "cuda_test_util.h"
+
+namespace lockstep::kernels::cuda::test {
+namespace {
+
+void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double rel,
+                  const char* what) {
+  ASSERT_EQ(gpu.size(), cpu.size());
+  size_t bad = 0, exact = 0;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    if (gpu[i] == cpu[i]) ++exact;
+    if (!(std::fabs(double(gpu[i]) - cpu[i]) <= rel * std::fabs(double(cpu[i])) + 1e-7)) {
+      if (bad++ < 5) ADD_FAILURE() << what << "[" << i << "]: GPU " << gpu[i] << " CPU " << cpu[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+  std::printf("  %s: %zu of %zu elements bitwise equal to the CPU\n", what, exact, gpu.size());
+}
+
+TEST_F(CudaTest, RmsNormRowsAcrossMAndAccuracy) {
+  for (int64_t D : {4096, 1000, 128}) {
+    for (bool zc : {false, true}) {
+      const int64_t P = 300;
+      const auto x = random_floats(P * D, 7, -3.0f, 3.0f);
+      const auto w = random_floats(D, 8, 0.5f, 1.5f);
+      DeviceBuffer<float> dx(x), dw(w), dref(P * D);
+      for (int64_t r = 0; r < P; ++r)
+        rms_norm(dx.get() + r * D, 1, D, dw.get(), 1e-6f, zc, dref.get() + r * D);
+      const auto ref = dref.to_host();
+      for (int64_t M : {2, 3, 64, 200, 300}) {
+        const int64_t start = (M * 13) % (P - M + 1);
+        DeviceBuffer<float> dy(M * D);
+        rms_norm(dx.get() + start * D, M, D, dw.get(), 1e-6f, zc, dy.get());
+        const auto y = dy.to_host();
+        ASSERT_TRUE(same_bits(y.data(), ref.data() + start * D, M * D)) << "D=" << D << " M=" << M;
+      }
+      // In place.
+      DeviceBuffer<float> dip(x);
+      rms_norm(dip.get(), P, D, dw.get(), 1e-6f, zc, dip.get());
+      ASSERT_TRUE(same_bits(dip.to_host().data(), ref.data(), P * D)) << "in place, D=" << D;
+      std::vector<float> cpu(P * D);
+      kernels::rms_norm(x.data(), P, D, w.data(), 1e-6f, zc, cpu.data());
+      expect_close(ref, cpu, 1e-5, "rms_norm");
+    }
+  }
+}
+
+TEST_F(CudaTest, RopeMatchesCpu) {
+  const int64_t M = 37, heads = 5, hd = 128;
+  for (int64_t rot : {128, 64}) {
+    auto x = random_floats(M * heads * hd, 9, -2.0f, 2.0f);
+    const auto cs = random_floats(M * rot, 10);
+    DeviceBuffer<float> dx(x), dcs(cs);
+    rope(dx.get(), M, heads, hd, rot, dcs.get());
+    kernels::rope(x.data(), M, heads, hd, rot, cs.data());
+    expect_close(dx.to_host(), x, 1e-6, "rope");
+  }
+}
+
+TEST_F(CudaTest, ActivationsMatchCpu) {
+  const int64_t n = 100003;
+  const auto g = random_floats(n, 11, -20.0f, 20.0f);
+  const auto u = random_floats(n, 12, -3.0f, 3.0f);
+  DeviceBuffer<float> dg(g), du(u), dout(n);
+  silu_mul(dg.get(), du.get(), dout.get(), n);
+  std::vector<float> cpu(n);
+  kernels::silu_mul(g.data(), u.data(), cpu.data(), n);
+  expect_close(dout.to_host(), cpu, 1e-6, "silu_mul");
+
+  DeviceBuffer<float> dx(u);
+  sigmoid_mul(dx.get(), dg.get(), n);
+  std::vector<float> sm(n);
+  for (int64_t i = 0; i < n; ++i) sm[i] = u[i] * sigmoid_f32(g[i]);
+  expect_close(dx.to_host(), sm, 1e-6, "sigmoid_mul");
+
+  DeviceBuffer<float> da(u);
+  add(da.get(), dg.get(), n);
+  std::vector<float> sum(n);
+  for (int64_t i = 0; i < n; ++i) sum[i] = u[i] + g[i];
+  EXPECT_TRUE(same_bits(da.to_host().data(), sum.data(), n)) << "add";
+}
+
+TEST_F(CudaTest, DataMovementOpsAreExact) {
+  // split_query_gate
+  const int64_t rh = 21, hd = 64;
+  const auto qg = random_floats(rh * 2 * hd, 13);
+  DeviceBuffer<float> dqg(qg), dq(rh * hd), dgate(rh * hd);
+  split_query_gate(dqg.get(), rh, hd, dq.get(), dgate.get());
+  const auto q = dq.to_host(), gate = dgate.to_host();
+  for (int64_t r = 0; r < rh; ++r)
+    for (int64_t d = 0; d < hd; ++d) {
+      ASSERT_EQ(q[r * hd + d], qg[r * 2 * hd + d]);
+      ASSERT_EQ(gate[r * hd + d], qg[r * 2 * hd + hd + d]);
+    }
+  // kv_write
+  const int64_t T = 5, kv_dim = 256, slots_total = 64;
+  const auto k = random_floats(T * kv_dim, 14), v = random_floats(T * kv_dim, 15);
+  const std::vector<int32_t> slots = {7, 0, 63, 32, 8};
+  DeviceBuffer<float> dk(k), dv(v), kc(slots_total * kv_dim), vc(slots_total * kv_dim);
+  DeviceBuffer<int32_t> dslots(slots);
+  fill_zero(kc.get(), slots_total * kv_dim * 4);
+  fill_zero(vc.get(), slots_total * kv_dim * 4);
+  kv_write(dk.get(), dv.get(), T, kv_dim, dslots.get(), kc.get(), vc.get());
+  const auto hk = kc.to_host(), hv = vc.to_host();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < kv_dim; ++j) {
+      ASSERT_EQ(hk[slots[t] * kv_dim + j], k[t * kv_dim + j]);
+      ASSERT_EQ(hv[slots[t] * kv_dim + j], v[t * kv_dim + j]);
+    }
+  EXPECT_EQ(hk[1 * kv_dim], 0.0f);
+  // gather_rows
+  const int64_t D = 300;
+  const auto x = random_floats(10 * D, 16);
+  const std::vector<int32_t> rows = {9, 0, 4, 4};
+  DeviceBuffer<float> dx(x), dout(rows.size() * D);
+  DeviceBuffer<int32_t> drows(rows);
+  gather_rows(dx.get(), drows.get(), static_cast<int64_t>(rows.size()), D, dout.get());
+  const auto out = dout.to_host();
+  for (size_t i = 0; i < rows.size(); ++i)
+    ASSERT_TRUE(same_bits(out.data() + i * D, x.data() + rows[i] * D, D)) << "gather row " << i;
+  // embedding
+  const int64_t V = 50, E = 96;
+  const auto table = random_bf16(V * E, 17, 1.0f);
+  const std::vector<int32_t> ids = {3, 49, 0, 3};
+  DeviceBuffer<uint16_t> dt(table);
+  DeviceBuffer<int32_t> dids(ids);
+  DeviceBuffer<float> demb(ids.size() * E);
+  Weight wt;
+  wt.dtype = DType::BF16;
+  wt.rows = V;
+  wt.cols = E;
+  wt.data = dt.get();
+  embedding(wt, dids.get(), static_cast<int64_t>(ids.size()), demb.get());
+  const auto emb = demb.to_host();
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int64_t d = 0; d < E; ++d) ASSERT_EQ(emb[i * E + d], bf16_to_f32(table[ids[i] * E + d]));
+}
+
+TEST_F(CudaTest, DescribesDevice) {
+  const std::string d = describe_device();
+  std::printf("  device: %s\n", d.c_str());
+  EXPECT_NE(d.find("SMs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::kernels::cuda::test

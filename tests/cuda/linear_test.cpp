@@ -1,0 +1,128 @@
+// CUDA linear: rows are bitwise independent of M, of their position and of the other rows (every
+// tile configuration, skinny and tiled, walks K alike); accuracy against the CPU kernel and a
+// float64 reference with bf16-rounded activations.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "cuda_test_util.h"
+
+namespace lockstep::kernels::cuda::test {
+namespace {
+
+struct LinearCase {
+  int64_t N, K;
+  bool bias;
+};
+
+class LinearTest : public CudaTest, public ::testing::WithParamInterface<LinearCase> {};
+
+TEST_P(LinearTest, RowsBitwiseIndependentOfBatch) {
+  const auto [N, K, with_bias] = GetParam();
+  const int64_t P = 600;  // pool of distinct rows
+  const auto x = random_floats(P * K, 11);
+  const auto w = random_bf16(N * K, 12);
+  const auto b = random_floats(N, 13);
+  DeviceBuffer<float> dx(x), db(b);
+  DeviceBuffer<uint16_t> dw(w);
+  Weight wt;
+  wt.dtype = DType::BF16;
+  wt.rows = N;
+  wt.cols = K;
+  wt.data = dw.get();
+  const float* bias = with_bias ? db.get() : nullptr;
+
+  // Every pool row alone (M = 1).
+  DeviceBuffer<float> dref(P * N);
+  for (int64_t r = 0; r < P; ++r) linear(dx.get() + r * K, 1, wt, bias, dref.get() + r * N);
+  const auto ref = dref.to_host();
+
+  std::vector<int64_t> Ms;
+  for (int64_t m = 1; m <= 64; ++m) Ms.push_back(m);
+  for (int64_t m : {65, 100, 129, 513}) Ms.push_back(m);
+  int checked = 0;
+  for (int64_t M : Ms) {
+    const int64_t start = (M * 37) % P;  // shifting offsets, different neighbours each time
+    std::vector<float> xm(M * K);
+    for (int64_t i = 0; i < M; ++i) {
+      const int64_t r = (start + i) % P;
+      std::copy(x.begin() + r * K, x.begin() + (r + 1) * K, xm.begin() + i * K);
+    }
+    DeviceBuffer<float> dxm(xm), dy(M * N);
+    linear(dxm.get(), M, wt, bias, dy.get());
+    const auto y = dy.to_host();
+    for (int64_t i = 0; i < M; ++i) {
+      const int64_t r = (start + i) % P;
+      ASSERT_TRUE(same_bits(y.data() + i * N, ref.data() + r * N, N))
+          << "M=" << M << " row " << i << " (pool row " << r << ") differs from its M=1 result";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 800);
+}
+
+TEST_P(LinearTest, MatchesReferences) {
+  const auto [N, K, with_bias] = GetParam();
+  const auto w = random_bf16(N * K, 21);
+  const auto b = random_floats(N, 22);
+  DeviceBuffer<uint16_t> dw(w);
+  DeviceBuffer<float> db(b);
+  Weight dev_w;
+  dev_w.dtype = DType::BF16;
+  dev_w.rows = N;
+  dev_w.cols = K;
+  dev_w.data = dw.get();
+  Weight host_w = dev_w;
+  host_w.data = w.data();
+  ThreadPool pool(2);
+  for (int64_t M : {1, 3, 8, 9, 16, 17, 33, 64, 65, 130}) {
+    const auto x = random_floats(M * K, 100 + static_cast<uint32_t>(M), -2.0f, 2.0f);
+    DeviceBuffer<float> dx(x), dy(M * N);
+    linear(dx.get(), M, dev_w, with_bias ? db.get() : nullptr, dy.get());
+    const auto y = dy.to_host();
+    std::vector<float> cpu(M * N);
+    kernels::linear(x.data(), M, host_w, with_bias ? b.data() : nullptr, cpu.data(), pool);
+    double worst_cpu = 0, worst_exact = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double exact = with_bias ? b[n] : 0.0, scale = 0.0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double xb = bf16_to_f32(f32_to_bf16(x[m * K + k]));
+          const double wv = bf16_to_f32(w[n * K + k]);
+          exact += xb * wv;
+          scale += std::fabs(x[m * K + k] * wv);
+        }
+        scale += 1e-6;
+        const double g = y[m * N + n];
+        worst_cpu = std::max(worst_cpu, std::fabs(g - cpu[m * N + n]) / scale);
+        worst_exact = std::max(worst_exact, std::fabs(g - exact) / scale);
+      }
+    EXPECT_LT(worst_cpu, 1e-2) << "M=" << M << " vs CPU kernels::linear";
+    EXPECT_LT(worst_exact, 1e-4) << "M=" << M << " vs float64 with bf16-rounded x";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
+                         ::testing::Values(LinearCase{200, 1040, true}, LinearCase{96, 4096, false},
+                                           LinearCase{333, 272, true}));
+
+TEST_F(CudaTest, LinearRejectsKNotMultipleOf16) {
+  DeviceBuffer<uint16_t> dw(8 * 24);
+  DeviceBuffer<float> dx(24), dy(8);
+  Weight wt;
+  wt.dtype = DType::BF16;
+  wt.rows = 8;
+  wt.cols = 24;
+  wt.data = dw.get();
+  EXPECT_THROW(linear(dx.get(), 1, wt, nullptr, dy.get()), Error);
+  wt.dtype = DType::F32;
+  wt.cols = 16;
+  EXPECT_THROW(linear(dx.get(), 1, wt, nullptr, dy.get()), Error);
+}
+
+}  // namespace
+}  // namespace lockstep::kernels::cuda::test

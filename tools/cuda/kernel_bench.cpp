@@ -1,0 +1,202 @@
+// Microbenchmarks of the CUDA kernels (cuda_ops.h) on Qwen3-8B shapes. Weights and KV caches are
+// rotated over several copies (> 2x the 60 MB L2) so every timed call reads from HBM. Times are
+// host wall clock over a batch of enqueued calls (launch gaps included), after warm-up.
+//   cuda_bench            all benchmarks
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cuda/cuda_ops.h"
+
+using namespace lockstep;
+using namespace lockstep::kernels;
+namespace kc = lockstep::kernels::cuda;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <typename F>
+double time_per_call(F&& f, int iters) {
+  for (int i = 0; i < 3; ++i) f(i);
+  kc::synchronize();
+  const double t0 = now();
+  for (int i = 0; i < iters; ++i) f(i);
+  kc::synchronize();
+  return (now() - t0) / iters;
+}
+
+std::vector<uint16_t> host_bf16(size_t n) {
+  std::vector<uint16_t> v(n);
+  uint32_t s = 12345;
+  for (auto& x : v) {
+    s ^= s << 13, s ^= s >> 17, s ^= s << 5;
+    x = f32_to_bf16((static_cast<float>(s & 0xffff) / 65536.0f - 0.5f) * 0.1f);
+  }
+  return v;
+}
+
+void bench_linear() {
+  struct S {
+    int64_t N, K;
+    const char* name;
+  };
+  const S shapes[] = {{4096, 4096, "o_proj 4096x4096"},
+                      {6144, 4096, "qkv 6144x4096"},
+                      {12288, 4096, "fused qkv-like 12288x4096"},
+                      {24576, 4096, "gate/up 24576x4096"},
+                      {4096, 12288, "down 4096x12288"},
+                      {151936, 4096, "lm_head 151936x4096"}};
+  const int64_t Ms[] = {1, 2, 4, 8, 16, 32, 64};
+  std::printf("\n== linear (BF16 weights, FP32 x/y); GB/s = weight bytes / time; HBM 4.8 TB/s ==\n");
+  std::vector<uint16_t> host = host_bf16(151936LL * 4096);
+  std::vector<float> hx(2048LL * 12288);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(0.001 * static_cast<double>(i));
+  float* x = static_cast<float*>(kc::malloc_device(hx.size() * 4));
+  kc::upload(x, hx.data(), hx.size() * 4);
+  float* y = static_cast<float*>(kc::malloc_device(2048LL * 151936 * 4));
+  for (const S& s : shapes) {
+    const size_t bytes = static_cast<size_t>(s.N * s.K * 2);
+    const int copies = static_cast<int>(std::max<size_t>(1, (512ull << 20) / bytes));
+    std::vector<void*> ws(copies);
+    for (auto& p : ws) {
+      p = kc::malloc_device(bytes);
+      kc::upload(p, host.data(), bytes);
+    }
+    for (int64_t M : Ms) {
+      const double t = time_per_call(
+          [&](int i) {
+            Weight w;
+            w.dtype = DType::BF16;
+            w.rows = s.N;
+            w.cols = s.K;
+            w.data = ws[i % copies];
+            kc::linear(x, M, w, nullptr, y);
+          },
+          std::max(20, copies * 4));
+      std::printf("linear %-26s M=%-5lld %9.2f us %8.0f GB/s %5.1f%% of 4.8 TB/s %7.1f TFLOP/s\n",
+                  s.name, static_cast<long long>(M), t * 1e6, bytes / t / 1e9,
+                  100.0 * bytes / t / 4.8e12, 2.0 * M * s.N * s.K / t / 1e12);
+    }
+    if (s.N <= 24576) {
+      for (int64_t M : {128, 512, 2048}) {
+        const double t = time_per_call(
+            [&](int i) {
+              Weight w;
+              w.dtype = DType::BF16;
+              w.rows = s.N;
+              w.cols = s.K;
+              w.data = ws[i % copies];
+              kc::linear(x, M, w, nullptr, y);
+            },
+            10);
+        std::printf("linear %-26s M=%-5lld %9.2f us %7.1f TFLOP/s\n", s.name,
+                    static_cast<long long>(M), t * 1e6, 2.0 * M * s.N * s.K / t / 1e12);
+      }
+    }
+    for (auto p : ws) kc::free_device(p);
+  }
+  kc::free_device(x);
+  kc::free_device(y);
+}
+
+void bench_attention() {
+  const int64_t n_heads = 32, n_kv = 8, hd = 128, bt = 16, layers = 8;
+  std::printf("\n== attention (Qwen3-8B: 32 q heads, 8 kv heads, head_dim 128, block 16) ==\n");
+  for (int64_t ctx : {1024, 4096, 16384}) {
+    const int64_t blocks = (ctx + bt - 1) / bt;
+    const size_t kv_floats = static_cast<size_t>(blocks * bt * n_kv * hd);
+    std::vector<float> hk(kv_floats);
+    for (size_t i = 0; i < kv_floats; ++i) hk[i] = std::cos(0.37 * static_cast<double>(i % 10007));
+    std::vector<float*> ks(layers), vs(layers);
+    for (int64_t l = 0; l < layers; ++l) {
+      ks[l] = static_cast<float*>(kc::malloc_device(kv_floats * 4));
+      vs[l] = static_cast<float*>(kc::malloc_device(kv_floats * 4));
+      kc::upload(ks[l], hk.data(), kv_floats * 4);
+      kc::upload(vs[l], hk.data(), kv_floats * 4);
+    }
+    for (int64_t T : {1, 8, 2048}) {
+      if (T > ctx) continue;
+      std::vector<int32_t> table(T * blocks), nk(T);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t b = 0; b < blocks; ++b) table[t * blocks + b] = static_cast<int32_t>(b);
+        nk[t] = static_cast<int32_t>(ctx - T + 1 + t);  // the last T positions, causal
+      }
+      std::vector<float> hq(T * n_heads * hd);
+      for (size_t i = 0; i < hq.size(); ++i) hq[i] = std::sin(0.01 * static_cast<double>(i));
+      auto* q = static_cast<float*>(kc::malloc_device(hq.size() * 4));
+      auto* out = static_cast<float*>(kc::malloc_device(hq.size() * 4));
+      auto* dt = static_cast<int32_t*>(kc::malloc_device(table.size() * 4));
+      auto* dnk = static_cast<int32_t*>(kc::malloc_device(nk.size() * 4));
+      kc::upload(q, hq.data(), hq.size() * 4);
+      kc::upload(dt, table.data(), table.size() * 4);
+      kc::upload(dnk, nk.data(), nk.size() * 4);
+      const double t = time_per_call(
+          [&](int i) {
+            KvLayerView kv;
+            kv.k = ks[i % layers];
+            kv.v = vs[i % layers];
+            kv.block_tokens = bt;
+            kv.n_kv_heads = n_kv;
+            kv.head_dim = hd;
+            kc::attention(q, T, dt, blocks, dnk, ctx, n_heads, kv, 0.088f, out);
+          },
+          T >= 2048 ? 4 : 40);
+      const double kv_bytes = 2.0 * ctx * n_kv * hd * 4;
+      std::printf("attention ctx=%-6lld T=%-5lld %10.2f us  (KV %.1f MB once: %6.0f GB/s)\n",
+                  static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6, kv_bytes / 1e6,
+                  kv_bytes / t / 1e9);
+      kc::free_device(q);
+      kc::free_device(out);
+      kc::free_device(dt);
+      kc::free_device(dnk);
+    }
+    for (int64_t l = 0; l < layers; ++l) {
+      kc::free_device(ks[l]);
+      kc::free_device(vs[l]);
+    }
+  }
+}
+
+void bench_rows() {
+  std::printf("\n== per-row ops ==\n");
+  const int64_t D = 4096;
+  for (int64_t M : {1, 2048}) {
+    auto* x = static_cast<float*>(kc::malloc_device(M * D * 4));
+    auto* w = static_cast<float*>(kc::malloc_device(D * 4));
+    auto* y = static_cast<float*>(kc::malloc_device(M * D * 4));
+    kc::fill_zero(x, M * D * 4);
+    kc::fill_zero(w, D * 4);
+    const double t = time_per_call([&](int) { kc::rms_norm(x, M, D, w, 1e-6f, false, y); }, 50);
+    std::printf("rms_norm M=%-5lld D=%lld %8.2f us\n", static_cast<long long>(M),
+                static_cast<long long>(D), t * 1e6);
+    const double t2 = time_per_call([&](int) { kc::silu_mul(x, x, y, M * D); }, 50);
+    std::printf("silu_mul n=%-8lld %8.2f us\n", static_cast<long long>(M * D), t2 * 1e6);
+    kc::free_device(x);
+    kc::free_device(w);
+    kc::free_device(y);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string why;
+  if (!kc::available(&why)) {
+    std::fprintf(stderr, "cuda_bench: %s\n", why.c_str());
+    return 1;
+  }
+  std::printf("device: %s\n", kc::describe_device().c_str());
+  const std::string only = argc > 1 ? argv[1] : "";
+  if (only.empty() || only == "linear") bench_linear();
+  if (only.empty() || only == "attention") bench_attention();
+  if (only.empty() || only == "rows") bench_rows();
+  return 0;
+}
