@@ -188,6 +188,7 @@ void bench_rows() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string why;
   if (!kc::available(&why)) {
     std::fprintf(stderr, "cuda_bench: %s\n", why.c_str());

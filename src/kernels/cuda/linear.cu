@@ -269,22 +269,23 @@ __global__ void __launch_bounds__(256, 1) linear_tiled(const uint16_t* __restric
       }
 }
 
-template <typename Kernel>
-void allow_smem(Kernel kernel, int bytes) {
-  // Once per kernel instantiation (each template instance has its own static).
-  static bool done = false;
-  if (!done) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+// Raises a kernel's dynamic shared-memory limit, once per kernel (the static lives in each
+// instantiation of this template, one per kernel).
+template <auto Kernel>
+void allow_smem(int bytes) {
+  static const bool done = [&] {
+    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
           "linear: set shared memory limit");
-    done = true;
-  }
+    return true;
+  }();
+  (void)done;
 }
 
 template <int MT, bool XF32>
 void launch_skinny(const uint16_t* w, const void* x, int M, int N, int K, const float* bias,
                    float* y) {
   using C = Skinny<MT, XF32>;
-  allow_smem(linear_skinny<MT, XF32>, C::kSmem);
+  allow_smem<linear_skinny<MT, XF32>>(C::kSmem);
   const dim3 grid((N + kSkRows - 1) / kSkRows, (M + 8 * MT - 1) / (8 * MT));
   linear_skinny<MT, XF32><<<grid, 64, C::kSmem, stream()>>>(w, x, M, N, K, bias, y);
   check_launch("linear (skinny kernel)");
@@ -324,7 +325,7 @@ void linear(const float* x, int64_t M, const Weight& w, const float* bias, float
   } else if (M <= 64) {
     launch_skinny<8, false>(wd, xb, m, n, k, bias, y);
   } else {
-    allow_smem(linear_tiled, kTSmem);
+    allow_smem<linear_tiled>(kTSmem);
     const dim3 grid((n + kTBN - 1) / kTBN, (m + kTBM - 1) / kTBM);
     linear_tiled<<<grid, 256, kTSmem, stream()>>>(wd, xb, m, n, k, bias, y);
     check_launch("linear (tiled kernel)");
