@@ -108,7 +108,7 @@ TEST_P(LinearTest, MatchesReferences) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Values(LinearCase{200, 1040, true}, LinearCase{96, 4096, false},
-                                           LinearCase{333, 272, true}));
+                                           LinearCase{333, 272, true}, LinearCase{8200, 512, true}));
 
 TEST_F(CudaTest, LinearRejectsKNotMultipleOf16) {
   DeviceBuffer<uint16_t> dw(8 * 24);

@@ -32,7 +32,7 @@ if ldd "$bench" 2>&1 | grep -q "not found"; then
   echo "carried cuda_bench lacks libraries here; rebuilding it with nvcc" | tee -a "$out/bench.log"
   bench=""
   nvcc -std=c++20 --fmad=false -O3 -arch=sm_90 -Isrc src/kernels/cuda/*.cu src/core/dtype.cpp \
-    tools/cuda/kernel_bench.cpp -o /tmp/cuda_bench >>"$out/bench.log" 2>&1 && bench=/tmp/cuda_bench
+    tools/cuda/kernel_bench.cu -o /tmp/cuda_bench >>"$out/bench.log" 2>&1 && bench=/tmp/cuda_bench
 fi
 if [ -n "$bench" ]; then "$bench" $section 2>&1 | tee -a "$out/bench.log"; fi
 

@@ -4,9 +4,8 @@
 // size are:
 // - positions are taken in chunks of kAttentionChunk (256) aligned to absolute position 0; chunk
 //   c holds positions [256c, min(256c + 256, n_keys)).
-// - chunk partial: score(p) = dot(q, k_p) * scale, the dot summed per lane over head_dim/32
-//   consecutive dims (lane = dim / (head_dim/32)) with fmaf in dim order, then a fixed xor-butterfly
-//   over the 32 lanes; m_c = max of the scores; e(p) = exp_f32(score - m_c) (the CPU's polynomial,
+// - chunk partial: score(p) = dot(q, k_p) * scale, the dot one fmaf chain over d = 0..hd-1
+//   starting from 0 (one thread per (position, head)); m_c = max of the scores; e(p) = exp_f32(score - m_c) (the CPU's polynomial,
 //   common.cuh); l_c = sum of e(p): lane-partial over p = lane + 32 j in j order, then the
 //   butterfly; a_c[d] = sum_p e(p) v_p[d] with fmaf in position order.
 // - merge, chunks in increasing c from (M, L, A) = (-inf, 0, 0):
@@ -29,8 +28,10 @@ using namespace detail;
 
 constexpr int kChunk = static_cast<int>(kAttentionChunk);
 constexpr int kThreads = 256;
-constexpr int kSub = 64;         // positions per value sub-chunk in shared memory
-constexpr int kMaxGroup = 16;    // query heads per KV head supported
+constexpr int kSub = 32;          // positions per shared-memory stage (keys, then values)
+constexpr int kRing = 4;          // stages in the ring (3 in flight)
+constexpr int kStagesPerChunk = 2 * kChunk / kSub;  // 8 key stages, then 8 value stages
+constexpr int kMaxGroup = 16;     // query heads per KV head supported
 
 struct AttnArgs {
   const float* q;
@@ -49,9 +50,10 @@ struct AttnArgs {
 template <int HD>
 struct AttnSmem {
   static constexpr int kGPerThread = kMaxGroup * HD / kThreads;  // (g, d) pairs per thread
+  static constexpr int kStride = HD + 4;  // floats per staged row: conflict-free float4 reads
   float q[kMaxGroup][HD];
   float s[kMaxGroup][kChunk];  // scores, then e(p)
-  float v[2][kSub][HD];
+  float ring[kRing][kSub][kStride];
   int64_t off[kChunk];         // float offset of each position's (kv head) row
   float m[kMaxGroup], l[kMaxGroup];
 };
@@ -67,42 +69,28 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-template <int DPL>
-__device__ __forceinline__ void load_dims(const float* p, float (&r)[DPL]) {
-  if constexpr (DPL % 4 == 0) {
-#pragma unroll
-    for (int j = 0; j < DPL; j += 4) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(p + j));
-      r[j] = v.x, r[j + 1] = v.y, r[j + 2] = v.z, r[j + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < DPL; j += 2) {
-      const float2 v = __ldg(reinterpret_cast<const float2*>(p + j));
-      r[j] = v.x, r[j + 1] = v.y;
-    }
-  }
-}
-
-// Issues the cp.async copies of value sub-chunk `sub` (positions [sub*kSub, ...) of the chunk,
-// those < np) into buffer `buf`.
+// Stage st of a chunk (keys of positions [32 st, 32 st + 32) for st < 8, else values of positions
+// [32 (st - 8), ...)), those < np, copied into ring slot st % kRing.
 template <int HD>
-__device__ __forceinline__ void load_values(AttnSmem<HD>& sm, const float* vbase, int sub, int np,
-                                            int buf) {
+__device__ __forceinline__ void load_stage(AttnSmem<HD>& sm, const AttnArgs& a, int st, int np) {
+  if (st >= kStagesPerChunk) return;
+  const float* src = st < kStagesPerChunk / 2 ? a.k : a.v;
+  const int p0 = (st % (kStagesPerChunk / 2)) * kSub;
   constexpr int kPieces = kSub * HD / 4;
   for (int i = threadIdx.x; i < kPieces; i += kThreads) {
     const int pl = i / (HD / 4), piece = i % (HD / 4);
-    const int p = sub * kSub + pl;
-    if (p < np) cp_async16(smem_addr(&sm.v[buf][pl][piece * 4]), vbase + sm.off[p] + piece * 4, true);
+    if (p0 + pl < np)
+      cp_async16(smem_addr(&sm.ring[st % kRing][pl][piece * 4]), src + sm.off[p0 + pl] + piece * 4,
+                 true);
   }
 }
 
-// One chunk of one (row, kv head): leaves e(p) in sm.s, m_c / l_c in sm.m / sm.l, and returns
-// a_c for this thread's (g, d) pairs in acc. sm.q must hold the group's queries.
+// One chunk of one (row, kv head): leaves m_c / l_c in sm.m / sm.l and returns a_c for this
+// thread's (g, d) pairs in acc. sm.q must hold the group's queries.
 template <int HD>
 __device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh, int c, int np,
                               float (&acc)[AttnSmem<HD>::kGPerThread]) {
-  constexpr int DPL = HD / 32;
+  constexpr int kG = AttnSmem<HD>::kGPerThread;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int G = a.group;
   const int p0 = c * kChunk;
@@ -114,77 +102,75 @@ __device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh
     sm.off[i] = (blk * bt + p % bt) * kv_dim + static_cast<int64_t>(kh) * HD;
   }
   __syncthreads();
-  // Values stream in while the scores are computed.
-  load_values(sm, a.v, 0, np, 0);
-  cp_async_commit();
-  load_values(sm, a.v, 1, np, 1);
-  cp_async_commit();
-
-  // Scores: warp w takes positions w, w + 8, ...; 4 keys' loads in flight per step.
-  for (int i0 = warp; i0 < kChunk; i0 += 4 * 8) {
-    float kr[4][DPL];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int i = i0 + 8 * u;
-      if (i < np) load_dims<DPL>(a.k + sm.off[i] + lane * DPL, kr[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int i = i0 + 8 * u;
-      if (i < np) {
-        for (int g = 0; g < G; ++g) {
-          float part = 0.0f;
-#pragma unroll
-          for (int j = 0; j < DPL; ++j) part = __fmaf_rn(sm.q[g][lane * DPL + j], kr[u][j], part);
-          const float dot = warp_sum(part);
-          if (lane == 0) sm.s[g][i] = __fmul_rn(dot, a.scale);
-        }
-      } else if (i < kChunk && lane < G) {
-        sm.s[lane][i] = -INFINITY;
-      }
-    }
-  }
-  __syncthreads();
-  // Softmax pieces: warp w takes query heads g = w, w + 8, ...
-  for (int g = warp; g < G; g += 8) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kChunk / 32; ++j) mx = fmaxf(mx, sm.s[g][lane + 32 * j]);
-    mx = warp_max(mx);
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kChunk / 32; ++j) {
-      const int i = lane + 32 * j;
-      const float e = i < np ? exp_f32(__fsub_rn(sm.s[g][i], mx)) : 0.0f;
-      sm.s[g][i] = e;
-      sum = __fadd_rn(sum, e);
-    }
-    sum = warp_sum(sum);
-    if (lane == 0) sm.m[g] = mx, sm.l[g] = sum;
+  for (int st = 0; st < kRing - 1; ++st) {
+    load_stage(sm, a, st, np);
+    cp_async_commit();
   }
   // Values: thread owns d = tid % HD and query heads g = tid / HD + j * (kThreads / HD).
   constexpr int kGStride = kThreads / HD;
   const int d = tid % HD, g0 = tid / HD;
 #pragma unroll
-  for (int j = 0; j < AttnSmem<HD>::kGPerThread; ++j) acc[j] = 0.0f;
-  constexpr int kSubs = kChunk / kSub;
-  for (int sub = 0; sub < kSubs; ++sub) {
-    cp_async_wait<1>();
-    __syncthreads();
-    const int buf = sub & 1;
-    const int n = min(kSub, np - sub * kSub);
-    for (int i = 0; i < n; ++i) {
-      const float v = sm.v[buf][i][d];
-      const int p = sub * kSub + i;
+  for (int j = 0; j < kG; ++j) acc[j] = 0.0f;
+
+  for (int st = 0; st < kStagesPerChunk; ++st) {
+    cp_async_wait<kRing - 2>();
+    __syncthreads();  // stage st landed; slot (st + 3) % 4 (read at st - 1) is free
+    load_stage(sm, a, st + kRing - 1, np);
+    cp_async_commit();
+    const float(*rows)[AttnSmem<HD>::kStride] = sm.ring[st % kRing];
+    if (st < kStagesPerChunk / 2) {
+      // Scores of positions 32 st + lane, query heads g = warp, warp + 8.
+      const int i = st * kSub + lane;
+      for (int g = warp; g < G; g += kThreads / 32) {
+        if (i < np) {
+          float dot = 0.0f;
+#pragma unroll 8
+          for (int dd = 0; dd < HD; dd += 4) {
+            const float4 k4 = *reinterpret_cast<const float4*>(&rows[lane][dd]);
+            const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[g][dd]);
+            dot = __fmaf_rn(q4.x, k4.x, dot);
+            dot = __fmaf_rn(q4.y, k4.y, dot);
+            dot = __fmaf_rn(q4.z, k4.z, dot);
+            dot = __fmaf_rn(q4.w, k4.w, dot);
+          }
+          sm.s[g][i] = __fmul_rn(dot, a.scale);
+        } else {
+          sm.s[g][i] = -INFINITY;
+        }
+      }
+    } else {
+      if (st == kStagesPerChunk / 2) {
+        // All scores are in: softmax pieces, warp w takes query heads g = w, w + 8.
+        for (int g = warp; g < G; g += kThreads / 32) {
+          float mx = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < AttnSmem<HD>::kGPerThread; ++j) {
-        const int g = g0 + j * kGStride;
-        if (g < G) acc[j] = __fmaf_rn(sm.s[g][p], v, acc[j]);
+          for (int j = 0; j < kChunk / 32; ++j) mx = fmaxf(mx, sm.s[g][lane + 32 * j]);
+          mx = warp_max(mx);
+          float sum = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kChunk / 32; ++j) {
+            const int i = lane + 32 * j;
+            const float e = i < np ? exp_f32(__fsub_rn(sm.s[g][i], mx)) : 0.0f;
+            sm.s[g][i] = e;
+            sum = __fadd_rn(sum, e);
+          }
+          sum = warp_sum(sum);
+          if (lane == 0) sm.m[g] = mx, sm.l[g] = sum;
+        }
+        __syncthreads();
+      }
+      const int pb = (st - kStagesPerChunk / 2) * kSub;
+      const int n = min(kSub, np - pb);
+      for (int i = 0; i < n; ++i) {
+        const float v = rows[i][d];
+#pragma unroll
+        for (int j = 0; j < kG; ++j) {
+          const int g = g0 + j * kGStride;
+          if (g < G) acc[j] = __fmaf_rn(sm.s[g][pb + i], v, acc[j]);
+        }
       }
     }
-    __syncthreads();
-    if (sub + 2 < kSubs) load_values(sm, a.v, sub + 2, np, buf);
-    cp_async_commit();
   }
   cp_async_wait<0>();
 }

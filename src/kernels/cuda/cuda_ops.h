@@ -5,9 +5,11 @@
 //
 // Numerics (the invariance rule of ../shared/DESIGN.md, GPU form):
 // - linear: BF16 tensor cores (mma.sync m16n8k16, FP32 accumulate). x is rounded to BF16
-//   (nearest-even) as it is loaded; the K dimension is walked in 16-wide steps in increasing k
-//   order into one FP32 accumulator per output element (no split-K), so a row's outputs never
-//   depend on M, on the row's position in the call, or on the other rows. Small M uses the same
+//   (nearest-even) as it is loaded; the K dimension is cut into S(N, K) fixed pieces (1, 2 or 4,
+//   chosen from the weight's shape alone, so small-N layers stream fast at decode), each walked
+//   in 16-wide steps in increasing k into its own FP32 accumulator, the pieces then added in
+//   piece order (linear.cu), so a row's outputs never depend on M, on the row's position in the
+//   call, or on the other rows. Small M uses the same
 //   K walk with weights as the MMA's A operand (swapped operands), not a different kernel order.
 // - rms_norm / softmax-like row reductions: one block per row, fixed per-thread strides and a
 //   fixed tree; nothing depends on the number of rows.

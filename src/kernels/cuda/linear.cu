@@ -2,18 +2,25 @@
 //
 // The one schedule (every kernel below obeys it, whatever M is): the weights are the MMA's A
 // operand (16 weight rows x 16 k), the activations its B operand (16 k x 8 tokens, rounded to
-// bf16 nearest-even when loaded or converted); each output element has ONE FP32 accumulator that
-// starts at 0 and receives mma.sync.m16n8k16 k-steps k = 0, 16, 32, ... K-16 in increasing order,
-// exactly K/16 of them (no zero-padded steps, no split-K), then + bias[n] (one FP32 add). An
-// element's bits therefore depend only on its own x row, W row and K; the tiles below (how many
-// weight rows and tokens a block covers, how many k a pipeline stage holds) are free.
+// bf16 nearest-even when loaded or converted). K is cut into S = split_count(N, K) pieces (1, 2
+// or 4, from the weight's shape alone) of Ks = split_len(K, S) k; each output element has one
+// FP32 accumulator per piece, starting at 0 and receiving mma.sync.m16n8k16 k-steps of that piece
+// in increasing k (exactly its k/16 steps: no zero-padded steps); the pieces are added in piece
+// order, ((a0 + a1) + a2) + a3, then + bias[n] (one FP32 add). An element's bits therefore
+// depend only on its own x row, W row, N and K; the tiles below (how many weight rows and tokens
+// a block covers, how many k a pipeline stage holds) are free. The pieces exist for decode: a
+// 4096-row weight has only 256 sixteen-row tiles, too few dependent MMA chains to stream it.
 //
-// - skinny (M <= 64, decode and speculative verify): blocks of 2 warps x 16 weight rows, all the
-//   call's tokens (8 * MT, MT = 1, 2, 4, 8) per warp, weights streamed through a deep cp.async
-//   pipeline (128 k per stage, 4 to 8 stages). M <= 8 reads x as FP32 and rounds it in the
-//   fragment; M > 8 first converts x to bf16 (one small kernel) so the x tile costs half.
+// - skinny (M <= 64, decode and speculative verify): blocks of S pieces x 2 warps, 32 weight rows,
+//   all the call's tokens (8 * MT, MT = 1, 2, 4, 8) per warp, each piece streamed through a
+//   cp.async pipeline (64 k per piece per stage, 2 to 4 stages), fragments loaded ahead of the
+//   MMAs; pieces 1.. hand their accumulators to piece 0 through shared memory. M <= 16 reads x
+//   as FP32 and rounds it in the fragment (one launch); M > 16 first converts x to bf16 (one
+//   small kernel) so the x tile costs half.
 // - tiled (M > 64, prefill): 128 weight rows x 128 tokens per block, 8 warps of 64 x 32,
-//   64 k per stage, 4 stages, ldmatrix from XOR-swizzled shared memory.
+//   64 k per stage, 4 stages, ldmatrix from XOR-swizzled shared memory; with S > 1 it closes a
+//   piece at each piece boundary into a second register set (255 registers, a few spills: about
+//   100 TFLOP/s against 240 with S = 1; accumulating the pieces through y instead is the fix).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/mma.cuh"
@@ -38,41 +45,66 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, uint32_t* __restrict
   }
 }
 
-// --- skinny: M <= 64 ------------------------------------------------------------------------------
-constexpr int kSkBK = 128;                // k per stage
-constexpr int kSkRows = 32;               // weight rows per block (2 warps x 16)
-constexpr int kSkWBytes = kSkRows * kSkBK * 2;  // 8 KiB
-constexpr int kSkXF32Stride = kSkBK + 8;  // floats per x row (padding: conflict-free float2 reads)
+// --- the fixed split of K -----------------------------------------------------------------------
+// S(N, K) pieces of Ks = ceil(K / 16 / S) * 16 k each (piece s: [s Ks, min(K, (s+1) Ks))), each
+// with its own accumulator, summed in piece order at the end: ((a0 + a1) + a2) + a3. Chosen only
+// from the weight's shape, so small-N layers get enough independent MMA chains to stream their
+// weights at decode; every kernel below uses the same pieces for a given (N, K).
+int split_count(int64_t N, int64_t K) {
+  const int64_t tiles = (N + 15) / 16;
+  int S = tiles >= 1024 ? 1 : (tiles >= 512 ? 2 : 4);
+  while (S > 1 && K < 256 * S) S /= 2;
+  return S;
+}
+int split_len(int64_t K, int S) { return static_cast<int>((K / 16 + S - 1) / S * 16); }
 
-template <int MT, bool XF32>
+// --- skinny: M <= 64 ------------------------------------------------------------------------------
+// Block: S pieces x 2 warps; warp (piece p, w) owns weight rows [16 w, 16 w + 16) of the block's 32
+// and walks piece p's k. A stage holds 64 k of each piece.
+constexpr int kSkBK = 64;                       // k per piece per stage
+constexpr int kSkRows = 32;                     // weight rows per block (2 warps x 16)
+constexpr int kSkWBytes = kSkRows * kSkBK * 2;  // 4 KiB per piece
+constexpr int kSkXF32Stride = kSkBK + 8;        // floats per x row (conflict-free float2 reads)
+
+template <int MT, bool XF32, int S>
 struct Skinny {
-  static constexpr int kStages = MT <= 2 ? 8 : (MT == 4 ? 6 : 4);
   static constexpr int kXBytes = XF32 ? 8 * MT * kSkXF32Stride * 4 : 8 * MT * kSkBK * 2;
-  static constexpr int kStageBytes = kSkWBytes + kXBytes;
-  static constexpr int kSmem = kStages * kStageBytes;
+  static constexpr int kPieceBytes = kSkWBytes + kXBytes;
+  static constexpr int kStageBytes = S * kPieceBytes;
+  // Up to 4 stages within ~104 KiB (two blocks per SM); at least 3 when they fit in 220 KiB.
+  static constexpr int kFit = (104 * 1024) / kStageBytes;
+  static constexpr int kStages = kFit >= 4 ? 4 : (kFit == 3 || 3 * kStageBytes <= 220 * 1024 ? 3 : 2);
+  static constexpr int kReduceBytes = (S - 1) * 2 * MT * 4 * 32 * 4;
+  static constexpr int kSmem = kStages * kStageBytes > kReduceBytes ? kStages * kStageBytes : kReduceBytes;
+  static constexpr int kThreads = 64 * S;
 };
 
-template <int MT, bool XF32>
-__global__ void __launch_bounds__(64) linear_skinny(const uint16_t* __restrict__ w,
-                                                    const void* __restrict__ xv, int M, int N,
-                                                    int K, const float* __restrict__ bias,
-                                                    float* __restrict__ y) {
-  using C = Skinny<MT, XF32>;
+template <int MT, bool XF32, int S>
+__global__ void __launch_bounds__(64 * S) linear_skinny(const uint16_t* __restrict__ w,
+                                                        const void* __restrict__ xv, int M, int N,
+                                                        int K, int Ks,
+                                                        const float* __restrict__ bias,
+                                                        float* __restrict__ y) {
+  using C = Skinny<MT, XF32, S>;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int piece = warp >> 1, wrow = warp & 1;
+  const int ptid = tid & 63;  // thread index within the piece's 2 warps
   const int n0 = blockIdx.x * kSkRows;
   const int m0 = blockIdx.y * 8 * MT;
-  const int nk = (K + kSkBK - 1) / kSkBK;
+  const int kbeg = piece * Ks, kend = min(K, kbeg + Ks);
+  const int nk = (Ks + kSkBK - 1) / kSkBK;  // stages (the same for every piece)
   const uint32_t base = smem_addr(smem);
 
+  // Each piece's 64 threads load that piece's 64 k of the stage.
   auto load = [&](int stage, int chunk) {
-    const uint32_t ws = base + stage * C::kStageBytes;
-    const int k0 = chunk * kSkBK;
+    const uint32_t ws = base + stage * C::kStageBytes + piece * C::kPieceBytes;
+    const int k0 = kbeg + chunk * kSkBK;
 #pragma unroll
     for (int i = 0; i < kSkRows * (kSkBK / 8) / 64; ++i) {
-      const int idx = tid + 64 * i, r = idx >> 4, c = idx & 15;
+      const int idx = ptid + 64 * i, r = idx >> 3, c = idx & 7;
       const int gk = k0 + c * 8;
-      const bool ok = (n0 + r < N) && (gk < K);
+      const bool ok = (n0 + r < N) && (gk < kend);
       const uint16_t* src = ok ? w + static_cast<int64_t>(n0 + r) * K + gk : w;
       cp_async16(ws + swz(r, c, kSkBK * 2), src, ok);
     }
@@ -81,9 +113,9 @@ __global__ void __launch_bounds__(64) linear_skinny(const uint16_t* __restrict__
       const float* x = static_cast<const float*>(xv);
 #pragma unroll
       for (int i = 0; i < 8 * MT * (kSkBK / 4) / 64; ++i) {
-        const int idx = tid + 64 * i, r = idx >> 5, c = idx & 31;
+        const int idx = ptid + 64 * i, r = idx >> 4, c = idx & 15;
         const int gk = k0 + c * 4;
-        const bool ok = (m0 + r < M) && (gk < K);
+        const bool ok = (m0 + r < M) && (gk < kend);
         const float* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
         cp_async16(xs + (r * kSkXF32Stride + c * 4) * 4, src, ok);
       }
@@ -91,9 +123,9 @@ __global__ void __launch_bounds__(64) linear_skinny(const uint16_t* __restrict__
       const uint16_t* x = static_cast<const uint16_t*>(xv);
 #pragma unroll
       for (int i = 0; i < 8 * MT * (kSkBK / 8) / 64; ++i) {
-        const int idx = tid + 64 * i, r = idx >> 4, c = idx & 15;
+        const int idx = ptid + 64 * i, r = idx >> 3, c = idx & 7;
         const int gk = k0 + c * 8;
-        const bool ok = (m0 + r < M) && (gk < K);
+        const bool ok = (m0 + r < M) && (gk < kend);
         const uint16_t* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
         cp_async16(xs + swz(r, c, kSkBK * 2), src, ok);
       }
@@ -105,14 +137,14 @@ __global__ void __launch_bounds__(64) linear_skinny(const uint16_t* __restrict__
   for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
 #pragma unroll
-  for (int s = 0; s < C::kStages - 1; ++s) {
-    if (s < nk) load(s, s);
+  for (int st = 0; st < C::kStages - 1; ++st) {
+    if (st < nk) load(st, st);
     cp_async_commit();
   }
 
   const int g = lane >> 2, t = lane & 3;
-  const int arow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;  // A ldmatrix row
-  const int acol = lane >> 4;                                        // A ldmatrix k half
+  const int arow = wrow * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;  // A ldmatrix row
+  const int acol = lane >> 4;                                       // A ldmatrix k half
   for (int kc = 0; kc < nk; ++kc) {
     cp_async_wait<C::kStages - 2>();
     __syncthreads();
@@ -121,43 +153,71 @@ __global__ void __launch_bounds__(64) linear_skinny(const uint16_t* __restrict__
       if (next < nk) load(next % C::kStages, next);
       cp_async_commit();
     }
-    const uint32_t ws = base + (kc % C::kStages) * C::kStageBytes;
+    const int soff = (kc % C::kStages) * C::kStageBytes + piece * C::kPieceBytes;
+    const uint32_t ws = base + soff;
     const uint32_t xs = ws + kSkWBytes;
-    const int steps = min(kSkBK, K - kc * kSkBK) / 16;
+    const float* xf = reinterpret_cast<const float*>(smem + soff + kSkWBytes);
+    const int steps = max(0, min(kSkBK, kend - (kbeg + kc * kSkBK))) / 16;
+    uint32_t a[kSkBK / 16][4], b[kSkBK / 16][MT][2];
 #pragma unroll
     for (int s = 0; s < kSkBK / 16; ++s) {
-      if (s < steps) {
-        uint32_t a[4];
-        ldmatrix_x4(a, ws + swz(arow, s * 2 + acol, kSkBK * 2));
-        if constexpr (XF32) {
-          const float* xf = reinterpret_cast<const float*>(smem + (kc % C::kStages) * C::kStageBytes + kSkWBytes);
+      ldmatrix_x4(a[s], ws + swz(arow, s * 2 + acol, kSkBK * 2));
+      if constexpr (XF32) {
 #pragma unroll
-          for (int j = 0; j < MT; ++j) {
-            const float* row = xf + (j * 8 + g) * kSkXF32Stride + s * 16 + 2 * t;
-            const float2 v0 = *reinterpret_cast<const float2*>(row);
-            const float2 v1 = *reinterpret_cast<const float2*>(row + 8);
-            mma_bf16_16816(acc[j], a, pack_bf16x2(v0.x, v0.y), pack_bf16x2(v1.x, v1.y));
-          }
-        } else {
+        for (int j = 0; j < MT; ++j) {
+          const float* row = xf + (j * 8 + g) * kSkXF32Stride + s * 16 + 2 * t;
+          const float2 v0 = *reinterpret_cast<const float2*>(row);
+          const float2 v1 = *reinterpret_cast<const float2*>(row + 8);
+          b[s][j][0] = pack_bf16x2(v0.x, v0.y);
+          b[s][j][1] = pack_bf16x2(v1.x, v1.y);
+        }
+      } else {
 #pragma unroll
-          for (int jj = 0; jj < MT / 2; ++jj) {
-            uint32_t b[4];
-            const int r = jj * 16 + (lane & 7) + (lane >> 4) * 8;
-            ldmatrix_x4(b, xs + swz(r, s * 2 + ((lane >> 3) & 1), kSkBK * 2));
-            mma_bf16_16816(acc[2 * jj], a, b[0], b[1]);
-            mma_bf16_16816(acc[2 * jj + 1], a, b[2], b[3]);
-          }
+        for (int jj = 0; jj < MT / 2; ++jj) {
+          uint32_t r4[4];
+          const int r = jj * 16 + (lane & 7) + (lane >> 4) * 8;
+          ldmatrix_x4(r4, xs + swz(r, s * 2 + ((lane >> 3) & 1), kSkBK * 2));
+          b[s][2 * jj][0] = r4[0], b[s][2 * jj][1] = r4[1];
+          b[s][2 * jj + 1][0] = r4[2], b[s][2 * jj + 1][1] = r4[3];
         }
       }
     }
+    // MMAs in increasing k (fragments past `steps` hold stale data and are not used).
+#pragma unroll
+    for (int s = 0; s < kSkBK / 16; ++s)
+      if (s < steps) {
+#pragma unroll
+        for (int j = 0; j < MT; ++j) mma_bf16_16816(acc[j], a[s], b[s][j][0], b[s][j][1]);
+      }
   }
   cp_async_wait<0>();
+
+  if constexpr (S > 1) {
+    // Pieces 1.. hand their accumulators to piece 0, which adds them in piece order.
+    __syncthreads();  // every warp is done with the pipeline's shared memory
+    float* red = reinterpret_cast<float*>(smem);
+    auto slot = [&](int p, int j, int e) { return (((p - 1) * 2 + wrow) * MT + j) * 4 * 32 + e * 32 + lane; };
+    if (piece > 0) {
+#pragma unroll
+      for (int j = 0; j < MT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) red[slot(piece, j, e)] = acc[j][e];
+    }
+    __syncthreads();
+    if (piece > 0) return;
+#pragma unroll
+    for (int p = 1; p < S; ++p)
+#pragma unroll
+      for (int j = 0; j < MT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], red[slot(p, j, e)]);
+  }
 
 #pragma unroll
   for (int j = 0; j < MT; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int n = n0 + warp * 16 + g + (e >> 1) * 8;
+      const int n = n0 + wrow * 16 + g + (e >> 1) * 8;
       const int m = m0 + j * 8 + 2 * t + (e & 1);
       if (n < N && m < M) {
         float v = acc[j][e];
@@ -174,9 +234,10 @@ constexpr int kTRowBytes = kTBK * 2;                            // 128 B
 constexpr int kTStageBytes = (kTBN + kTBM) * kTRowBytes;        // 32 KiB
 constexpr int kTSmem = kTStages * kTStageBytes;                 // 128 KiB
 
+template <bool SPLIT>
 __global__ void __launch_bounds__(256, 1) linear_tiled(const uint16_t* __restrict__ w,
                                                        const uint16_t* __restrict__ x, int M,
-                                                       int N, int K,
+                                                       int N, int K, int Ks,
                                                        const float* __restrict__ bias,
                                                        float* __restrict__ y) {
   extern __shared__ __align__(128) uint8_t smem[];
@@ -206,11 +267,27 @@ __global__ void __launch_bounds__(256, 1) linear_tiled(const uint16_t* __restric
     }
   };
 
-  float acc[4][4][4];
+  float acc[4][4][4], total[SPLIT ? 4 : 1][4][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+  bool have_total = false;
+  // At a piece boundary: total = acc (first piece) or total + acc; acc = 0.
+  auto close_piece = [&]() {
+    if constexpr (SPLIT) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            total[i][j][e] = have_total ? __fadd_rn(total[i][j][e], acc[i][j][e]) : acc[i][j][e];
+            acc[i][j][e] = 0.0f;
+          }
+      have_total = true;
+    }
+  };
 
 #pragma unroll
   for (int s = 0; s < kTStages - 1; ++s) {
@@ -231,6 +308,10 @@ __global__ void __launch_bounds__(256, 1) linear_tiled(const uint16_t* __restric
 #pragma unroll
     for (int s = 0; s < kTBK / 16; ++s) {
       if (s < steps) {
+        if (SPLIT) {
+          const int k = kc * kTBK + s * 16;
+          if (k != 0 && k % Ks == 0) close_piece();
+        }
         uint32_t a[4][4], b[2][4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -251,6 +332,7 @@ __global__ void __launch_bounds__(256, 1) linear_tiled(const uint16_t* __restric
     }
   }
   cp_async_wait<0>();
+  close_piece();
 
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -262,7 +344,7 @@ __global__ void __launch_bounds__(256, 1) linear_tiled(const uint16_t* __restric
         const int n = n0 + wn * 64 + i * 16 + g + (e >> 1) * 8;
         const int m = m0 + wm * 32 + j * 8 + 2 * t + (e & 1);
         if (n < N && m < M) {
-          float v = acc[i][j][e];
+          float v = SPLIT ? total[i][j][e] : acc[i][j][e];
           if (bias) v = __fadd_rn(v, bias[n]);
           y[static_cast<int64_t>(m) * N + n] = v;
         }
@@ -281,14 +363,23 @@ void allow_smem(int bytes) {
   (void)done;
 }
 
-template <int MT, bool XF32>
-void launch_skinny(const uint16_t* w, const void* x, int M, int N, int K, const float* bias,
-                   float* y) {
-  using C = Skinny<MT, XF32>;
-  allow_smem<linear_skinny<MT, XF32>>(C::kSmem);
+template <int MT, bool XF32, int S>
+void launch_skinny3(const uint16_t* w, const void* x, int M, int N, int K, int Ks,
+                    const float* bias, float* y) {
+  using C = Skinny<MT, XF32, S>;
+  allow_smem<linear_skinny<MT, XF32, S>>(C::kSmem);
   const dim3 grid((N + kSkRows - 1) / kSkRows, (M + 8 * MT - 1) / (8 * MT));
-  linear_skinny<MT, XF32><<<grid, 64, C::kSmem, stream()>>>(w, x, M, N, K, bias, y);
+  linear_skinny<MT, XF32, S><<<grid, C::kThreads, C::kSmem, stream()>>>(w, x, M, N, K, Ks, bias, y);
   check_launch("linear (skinny kernel)");
+}
+
+template <int MT, bool XF32>
+void launch_skinny(const uint16_t* w, const void* x, int M, int N, int K, int S, const float* bias,
+                   float* y) {
+  const int Ks = split_len(K, S);
+  if (S == 4) launch_skinny3<MT, XF32, 4>(w, x, M, N, K, Ks, bias, y);
+  else if (S == 2) launch_skinny3<MT, XF32, 2>(w, x, M, N, K, Ks, bias, y);
+  else launch_skinny3<MT, XF32, 1>(w, x, M, N, K, Ks, bias, y);
 }
 
 }  // namespace
@@ -308,8 +399,13 @@ void linear(const float* x, int64_t M, const Weight& w, const float* bias, float
     fail("CUDA linear: x and the weights must be 16-byte aligned device pointers");
   const auto* wd = static_cast<const uint16_t*>(w.data);
   const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  const int S = split_count(N, K);
   if (M <= 8) {
-    launch_skinny<1, true>(wd, x, m, n, k, bias, y);
+    launch_skinny<1, true>(wd, x, m, n, k, S, bias, y);
+    return;
+  }
+  if (M <= 16) {
+    launch_skinny<2, true>(wd, x, m, n, k, S, bias, y);
     return;
   }
   auto* xb = static_cast<uint16_t*>(scratch(0, static_cast<size_t>(M * K) * 2));
@@ -318,16 +414,19 @@ void linear(const float* x, int64_t M, const Weight& w, const float* bias, float
     to_bf16_kernel<<<blocks_for(n2, 256), 256, 0, stream()>>>(x, reinterpret_cast<uint32_t*>(xb), n2);
     check_launch("linear (bf16 conversion)");
   }
-  if (M <= 16) {
-    launch_skinny<2, false>(wd, xb, m, n, k, bias, y);
-  } else if (M <= 32) {
-    launch_skinny<4, false>(wd, xb, m, n, k, bias, y);
+  if (M <= 32) {
+    launch_skinny<4, false>(wd, xb, m, n, k, S, bias, y);
   } else if (M <= 64) {
-    launch_skinny<8, false>(wd, xb, m, n, k, bias, y);
+    launch_skinny<8, false>(wd, xb, m, n, k, S, bias, y);
   } else {
-    allow_smem<linear_tiled>(kTSmem);
     const dim3 grid((n + kTBN - 1) / kTBN, (m + kTBM - 1) / kTBM);
-    linear_tiled<<<grid, 256, kTSmem, stream()>>>(wd, xb, m, n, k, bias, y);
+    if (S > 1) {
+      allow_smem<linear_tiled<true>>(kTSmem);
+      linear_tiled<true><<<grid, 256, kTSmem, stream()>>>(wd, xb, m, n, k, split_len(K, S), bias, y);
+    } else {
+      allow_smem<linear_tiled<false>>(kTSmem);
+      linear_tiled<false><<<grid, 256, kTSmem, stream()>>>(wd, xb, m, n, k, k, bias, y);
+    }
     check_launch("linear (tiled kernel)");
   }
 }

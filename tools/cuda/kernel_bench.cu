@@ -1,6 +1,8 @@
 // Microbenchmarks of the CUDA kernels (cuda_ops.h) on Qwen3-8B shapes. Weights and KV caches are
-// rotated over several copies (> 2x the 60 MB L2) so every timed call reads from HBM. Times are
-// host wall clock over a batch of enqueued calls (launch gaps included), after warm-up.
+// rotated over several copies (> 2x the 60 MB L2) so every timed call reads from HBM. Two times
+// per case, after warm-up: "dev" = the calls captured once into a CUDA graph and replayed, timed
+// with events (device time, launch gaps of a graph only); "wall" = host clock over a batch of
+// plainly enqueued calls (includes the host's launch cost, about 3 us a kernel on that machine).
 //   cuda_bench            all benchmarks
 #include <chrono>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
 using namespace lockstep;
@@ -23,14 +26,43 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+struct Timing {
+  double dev, wall;  // seconds per call
+};
+
+void ck(cudaError_t e, const char* what) { kc::detail::check(e, what); }
+
 template <typename F>
-double time_per_call(F&& f, int iters) {
+Timing time_per_call(F&& f, int iters) {
   for (int i = 0; i < 3; ++i) f(i);
   kc::synchronize();
   const double t0 = now();
   for (int i = 0; i < iters; ++i) f(i);
   kc::synchronize();
-  return (now() - t0) / iters;
+  const double wall = (now() - t0) / iters;
+  cudaStream_t s = kc::detail::stream();
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (int i = 0; i < iters; ++i) f(i);
+  ck(cudaStreamEndCapture(s, &graph), "end capture");
+  ck(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  ck(cudaGraphLaunch(exec, s), "graph launch");
+  cudaEvent_t e0, e1;
+  ck(cudaEventCreate(&e0), "event");
+  ck(cudaEventCreate(&e1), "event");
+  const int reps = 3;
+  ck(cudaEventRecord(e0, s), "record");
+  for (int r = 0; r < reps; ++r) ck(cudaGraphLaunch(exec, s), "graph launch");
+  ck(cudaEventRecord(e1, s), "record");
+  ck(cudaEventSynchronize(e1), "event sync");
+  float ms = 0;
+  ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return {ms * 1e-3 / (reps * iters), wall};
 }
 
 std::vector<uint16_t> host_bf16(size_t n) {
@@ -71,7 +103,7 @@ void bench_linear() {
       kc::upload(p, host.data(), bytes);
     }
     for (int64_t M : Ms) {
-      const double t = time_per_call(
+      const Timing tm = time_per_call(
           [&](int i) {
             Weight w;
             w.dtype = DType::BF16;
@@ -81,13 +113,14 @@ void bench_linear() {
             kc::linear(x, M, w, nullptr, y);
           },
           std::max(20, copies * 4));
-      std::printf("linear %-26s M=%-5lld %9.2f us %8.0f GB/s %5.1f%% of 4.8 TB/s %7.1f TFLOP/s\n",
+      const double t = tm.dev;
+      std::printf("linear %-26s M=%-5lld dev %8.2f us %6.0f GB/s %5.1f%% of 4.8 TB/s %6.1f TFLOP/s | wall %8.2f us\n",
                   s.name, static_cast<long long>(M), t * 1e6, bytes / t / 1e9,
-                  100.0 * bytes / t / 4.8e12, 2.0 * M * s.N * s.K / t / 1e12);
+                  100.0 * bytes / t / 4.8e12, 2.0 * M * s.N * s.K / t / 1e12, tm.wall * 1e6);
     }
     if (s.N <= 24576) {
       for (int64_t M : {128, 512, 2048}) {
-        const double t = time_per_call(
+        const Timing tm = time_per_call(
             [&](int i) {
               Weight w;
               w.dtype = DType::BF16;
@@ -97,8 +130,9 @@ void bench_linear() {
               kc::linear(x, M, w, nullptr, y);
             },
             10);
-        std::printf("linear %-26s M=%-5lld %9.2f us %7.1f TFLOP/s\n", s.name,
-                    static_cast<long long>(M), t * 1e6, 2.0 * M * s.N * s.K / t / 1e12);
+        const double t = tm.dev;
+        std::printf("linear %-26s M=%-5lld dev %8.2f us %7.1f TFLOP/s | wall %8.2f us\n", s.name,
+                    static_cast<long long>(M), t * 1e6, 2.0 * M * s.N * s.K / t / 1e12, tm.wall * 1e6);
       }
     }
     for (auto p : ws) kc::free_device(p);
@@ -138,7 +172,7 @@ void bench_attention() {
       kc::upload(q, hq.data(), hq.size() * 4);
       kc::upload(dt, table.data(), table.size() * 4);
       kc::upload(dnk, nk.data(), nk.size() * 4);
-      const double t = time_per_call(
+      const Timing tm = time_per_call(
           [&](int i) {
             KvLayerView kv;
             kv.k = ks[i % layers];
@@ -149,10 +183,11 @@ void bench_attention() {
             kc::attention(q, T, dt, blocks, dnk, ctx, n_heads, kv, 0.088f, out);
           },
           T >= 2048 ? 4 : 40);
+      const double t = tm.dev;
       const double kv_bytes = 2.0 * ctx * n_kv * hd * 4;
-      std::printf("attention ctx=%-6lld T=%-5lld %10.2f us  (KV %.1f MB once: %6.0f GB/s)\n",
+      std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (KV %.1f MB once: %6.0f GB/s) | wall %10.2f us\n",
                   static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6, kv_bytes / 1e6,
-                  kv_bytes / t / 1e9);
+                  kv_bytes / t / 1e9, tm.wall * 1e6);
       kc::free_device(q);
       kc::free_device(out);
       kc::free_device(dt);
@@ -174,11 +209,12 @@ void bench_rows() {
     auto* y = static_cast<float*>(kc::malloc_device(M * D * 4));
     kc::fill_zero(x, M * D * 4);
     kc::fill_zero(w, D * 4);
-    const double t = time_per_call([&](int) { kc::rms_norm(x, M, D, w, 1e-6f, false, y); }, 50);
-    std::printf("rms_norm M=%-5lld D=%lld %8.2f us\n", static_cast<long long>(M),
-                static_cast<long long>(D), t * 1e6);
-    const double t2 = time_per_call([&](int) { kc::silu_mul(x, x, y, M * D); }, 50);
-    std::printf("silu_mul n=%-8lld %8.2f us\n", static_cast<long long>(M * D), t2 * 1e6);
+    const Timing t = time_per_call([&](int) { kc::rms_norm(x, M, D, w, 1e-6f, false, y); }, 50);
+    std::printf("rms_norm M=%-5lld D=%lld dev %8.2f us | wall %8.2f us\n", static_cast<long long>(M),
+                static_cast<long long>(D), t.dev * 1e6, t.wall * 1e6);
+    const Timing t2 = time_per_call([&](int) { kc::silu_mul(x, x, y, M * D); }, 50);
+    std::printf("silu_mul n=%-8lld dev %8.2f us | wall %8.2f us\n", static_cast<long long>(M * D),
+                t2.dev * 1e6, t2.wall * 1e6);
     kc::free_device(x);
     kc::free_device(w);
     kc::free_device(y);
