@@ -5,8 +5,10 @@
 // first use when absent). Every figure is a median over repetitions, with its spread.
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -47,6 +49,33 @@ std::string cpu_name() {
 
 json summary_json(const Summary& s) {
   return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {"spread", s.spread()}};
+}
+
+// The GPU's figures for --device cuda: copy bandwidth measured here through the CUDA backend
+// (bytes read plus bytes written over time, the ceiling a weight-streaming decode can approach)
+// and the BF16 tensor-core peak from $LOCKSTEP_GPU_PEAK_TFLOPS (tools/cuda measures it with
+// cuBLAS through PyTorch on the GPU machine; NaN when unset, and fractions print as nan).
+json measure_gpu() {
+  auto be = kernels::make_cuda_backend();
+  const size_t bytes = size_t{1} << 31;
+  void* a = be->allocate(bytes);
+  void* b = be->allocate(bytes);
+  float probe = 0;
+  std::vector<double> gbps;
+  for (int rep = 0; rep < 6; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 4; ++i) be->copy(i % 2 ? a : b, i % 2 ? b : a, bytes);
+    be->download(&probe, a, sizeof(float));  // waits for the copies
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) gbps.push_back(4.0 * 2.0 * static_cast<double>(bytes) / s / 1e9);
+  }
+  be->release(a);
+  be->release(b);
+  const Summary bw = summarize(gbps);
+  double peak = std::numeric_limits<double>::quiet_NaN();
+  if (const char* env = std::getenv("LOCKSTEP_GPU_PEAK_TFLOPS"); env && *env) peak = std::atof(env);
+  return {{"cpu", be->describe()}, {"threads", 0}, {"read_gbps", summary_json(bw)},
+          {"fma_gflops", {{"median", peak * 1000}, {"spread", 0.0}}}};
 }
 
 // Measures the peaks for the global pool's thread count and stores them in the cache.
@@ -103,7 +132,8 @@ int run_bench_command(BenchFlags& f) {
     std::fprintf(stderr, "lockstep: cached in %s\n", cache_path().c_str());
     return 0;
   }
-  const json machine = machine_for(threads);
+  const bool gpu = kernels::parse_device(f.model.device) == kernels::Device::Cuda;
+  const json machine = gpu ? measure_gpu() : machine_for(threads);
   const std::string dir = resolve_model_dir(f.model);
   ModelFlags mf = f.model;
   mf.dir = dir;
@@ -135,6 +165,7 @@ int run_bench_command(BenchFlags& f) {
   json j = {
       {"model", dir},
       {"threads", threads},
+      {"device", f.model.device},
       {"numerics", f.spec.numerics},
       {"spec", f.spec.spec},
       {"prompt_tokens", f.bench.prompt_tokens},
@@ -159,8 +190,9 @@ int run_bench_command(BenchFlags& f) {
     return 0;
   }
   print_machine(machine);
-  std::printf("model: %s (%s numerics, spec %s, %d threads, %d repetitions)\n", dir.c_str(),
-              f.spec.numerics.c_str(), f.spec.spec.c_str(), threads, f.bench.repetitions);
+  std::printf("model: %s (%s, %s numerics, spec %s, %d threads, %d repetitions)\n", dir.c_str(),
+              f.model.device.c_str(), f.spec.numerics.c_str(), f.spec.spec.c_str(), threads,
+              f.bench.repetitions);
   std::printf("%-9s %8s %12s %8s %12s %10s\n", "", "tokens", "tok/s", "spread", "achieved",
               "of peak");
   std::printf("%-9s %8lld %12.2f %7.1f%% %7.1f GF/s %9.1f%%\n", "prefill",

@@ -36,6 +36,10 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required) {
       ->check(CLI::IsMember({4, 8}));
   app.add_option("--quantize-group-size", flags.quantize_group_size,
                  "Weights per scale/bias group for --quantize (multiple of 16; default 64)");
+  app.add_option("--device", flags.device,
+                 "Where the model runs: cpu (default) or cuda (NVIDIA GPU; llama/qwen2/qwen3 "
+                 "models so far)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
 }
 
 std::string resolve_model_dir(const ModelFlags& flags) {
@@ -61,6 +65,7 @@ std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t ne
   options.kv_capacity_tokens = ctx;
   options.quantize_bits = flags.quantize;
   options.quantize_group_size = flags.quantize_group_size;
+  options.device = kernels::parse_device(flags.device);
   return load_model(dir, options);
 }
 

@@ -22,9 +22,10 @@ struct ModelFlags {
   int64_t ctx_size = 0;    // 0: min(model context, 4096)
   int quantize = 0;        // --quantize: 4 or 8 bits at load time (0: as stored)
   int64_t quantize_group_size = 64;
+  std::string device = "cpu";  // --device: cpu or cuda
 };
 
-// Adds -m/--model, --threads, --ctx-size. When the model is optional, -m defaults to the
+// Adds -m/--model, --threads, --ctx-size, --quantize, --device. When the model is optional, -m defaults to the
 // shipped model (models/ next to the binary's source tree, or $LOCKSTEP_MODEL).
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required);
 

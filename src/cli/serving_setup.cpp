@@ -41,6 +41,7 @@ ServingBundle load_serving_bundle(const ModelFlags& flags, const SpecFlags& spec
   if (!draft_dir.empty()) {
     ModelOptions o;
     o.kv_capacity_tokens = capacity;
+    o.device = b.model->device();  // the draft runs beside its target
     b.draft = load_model(draft_dir, o);
     if (b.draft->config().vocab_size > b.model->config().vocab_size)
       fail("--draft-model: vocabulary of ", b.draft->config().vocab_size,

@@ -41,6 +41,7 @@ std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, const std::string& tar
     if (dir.empty()) fail("--spec draft needs --draft-model DIR");
     ModelOptions o;
     o.kv_capacity_tokens = target.kv_pool().total_blocks() * target.kv_pool().block_tokens();
+    o.device = target.device();  // the draft runs beside its target
     draft_holder = load_model(dir, o);
     if (draft_holder->config().vocab_size > target.config().vocab_size)
       fail("--draft-model: vocabulary of ", draft_holder->config().vocab_size,

@@ -63,6 +63,24 @@ struct AttentionBatch {
   int64_t max_keys = 0;
 };
 
+// Gated DeltaNet layer shape (models/gated_deltanet_layer.h explains the layout).
+struct DeltaNetShape {
+  int64_t nk = 0, nv = 0, dk = 0, dv = 0, K = 0;  // key heads, value heads, head dims, conv taps
+  int64_t key_dim() const { return nk * dk; }
+  int64_t value_dim() const { return nv * dv; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels
+  int64_t token_inputs() const { return conv_dim() + 2 * nv; }     // pre-conv q|k|v, a, b
+  int64_t conv_state_floats() const { return conv_dim() * (K - 1); }
+  int64_t delta_state_floats() const { return nv * dk * dv; }
+};
+// One sequence's rows [first, first + n) of a call and its recurrent state in one layer, in the
+// backend's memory: conv [conv_dim][K-1] (oldest input first), delta [nv][dk][dv].
+struct DeltaNetSpan {
+  float* conv_state;
+  float* delta_state;
+  int32_t first, n;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -123,6 +141,21 @@ class Backend {
   // out[i] = x[rows[i]] (rows of D floats).
   virtual void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                            float* out) = 0;
+  // dst[r][0..cols) = src[r][0..cols) for r < rows; strides in floats.
+  virtual void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                       int64_t rows, int64_t cols) = 0;
+
+  // Gated DeltaNet: every span's tokens, in order, through the per-token step of
+  // kernels/gated_delta.h (conv + SiLU, l2-normalised q/k, gates, the delta rule per value head).
+  // inputs: [T][token_inputs]; core [T][value_dim] gets the head outputs (null: state only, for
+  // rollback replay). `spans` is a host array. A state's bits never depend on how its tokens were
+  // split into calls or on the other spans.
+  virtual void deltanet_step(const DeltaNetShape& s, const float* conv_w, const float* A_log,
+                             const float* dt_bias, const float* inputs, int64_t T,
+                             std::span<const DeltaNetSpan> spans, float* core) = 0;
+  // y = x / rms(x) * w * silu(z) per row of D (kernels::gated_rms_norm).
+  virtual void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D,
+                              const float* w, float eps, float* y) = 0;
 };
 
 // The CPU backend over `threads` (ThreadPool::global() when null).

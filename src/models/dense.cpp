@@ -50,6 +50,7 @@ class DenseModel final : public Model {
   }
 
   const ModelConfig& config() const override { return config_; }
+  kernels::Device device() const override { return be_->device(); }
   const KvPool& kv_pool() const override { return kv_; }
   KvPool& kv_pool() override { return kv_; }
 

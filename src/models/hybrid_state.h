@@ -22,14 +22,37 @@ namespace lockstep {
 
 class HybridState final : public RecurrentState {
  public:
+  explicit HybridState(kernels::Backend* be) : be_(be) {}
+
   int64_t tokens = 0;        // how many tokens `layers` reflects
   int64_t floor_tokens = 0;  // the length `floor` reflects (when there is a log)
   std::vector<DeltaNetState> layers;  // per linear-attention layer, in layer order
   std::vector<DeltaNetState> floor;   // state at rollback_floor; empty when there is no log
-  std::vector<std::vector<float>> log;  // per linear layer: [tokens since floor][token_inputs]
+  // Per linear layer: [log_tokens][token_inputs] (capacity may be larger), backend memory.
+  std::vector<kernels::Floats> log;
+  int64_t log_tokens = 0;
+
+  static std::vector<DeltaNetState> copy_of(const std::vector<DeltaNetState>& src,
+                                            kernels::Backend& be) {
+    std::vector<DeltaNetState> out;
+    out.reserve(src.size());
+    for (const DeltaNetState& s : src) out.push_back(s.copy(be));
+    return out;
+  }
 
   std::unique_ptr<RecurrentState> clone() const override {
-    return std::make_unique<HybridState>(*this);
+    auto c = std::make_unique<HybridState>(be_);
+    c->tokens = tokens;
+    c->floor_tokens = floor_tokens;
+    c->layers = copy_of(layers, *be_);
+    c->floor = copy_of(floor, *be_);
+    for (const kernels::Floats& l : log) {
+      kernels::Floats copy = be_->array<float>(l.size());
+      be_->copy(copy.data(), l.data(), l.size() * sizeof(float));
+      c->log.push_back(std::move(copy));
+    }
+    c->log_tokens = log_tokens;
+    return c;
   }
   size_t bytes() const override {
     size_t n = 0;
@@ -38,6 +61,9 @@ class HybridState final : public RecurrentState {
     for (const auto& l : log) n += l.size() * sizeof(float);
     return n;
   }
+
+ private:
+  kernels::Backend* be_;
 };
 
 }  // namespace lockstep

@@ -115,6 +115,8 @@ class Model {
   virtual size_t state_bytes_per_sequence() const { return 0; }
   // The checkpoint's MTP head, or nullptr when it has none (or the family has no such head).
   virtual MtpDrafter* mtp() { return nullptr; }
+  // Where the model's weights and caches live (ModelOptions::device).
+  virtual kernels::Device device() const { return kernels::Device::Cpu; }
 };
 
 // Loads the checkpoint in `dir` for its model_type (config.json).

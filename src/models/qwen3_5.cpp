@@ -26,14 +26,6 @@ struct HybridLayer {
   MlpWeights mlp;
 };
 
-// The Gated DeltaNet layers have CPU kernels only so far (the recurrent state is host memory).
-std::unique_ptr<kernels::Backend> cpu_only_backend(const ModelConfig& c, const ModelOptions& o) {
-  if (o.device != kernels::Device::Cpu)
-    fail(c.source, ": ", c.model_type, " (Gated DeltaNet hybrid) runs on the CPU only so far; "
-         "--device ", kernels::device_name(o.device), " supports llama, qwen2 and qwen3 models");
-  return kernels::make_backend(o.device, o.pool);
-}
-
 int64_t count_layers(const ModelConfig& c, LayerKind kind) {
   int64_t n = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) n += c.layer_kind(l) == kind;
@@ -46,12 +38,11 @@ class HybridModel final : public Model {
       : config_(c),
         ckpt_(Checkpoint::open(dir)),
         quantize_(quantize_on_load(*ckpt_, o)),
-        be_(cpu_only_backend(c, o)),
-        threads_(&be_->threads()),
+        be_(kernels::make_backend(o.device, o.pool)),
         kv_(count_layers(c, LayerKind::FullAttention), c.num_key_value_heads, c.head_dim,
             o.kv_block_tokens, o.kv_capacity_tokens, be_.get()),
         rope_(make_rope_table(c)),
-        dims_(DeltaNetDims::from(c)) {
+        dims_(deltanet_dims(c)) {
     if (!c.zero_centered_norm || !c.attn_output_gate || !c.qk_norm)
       fail(c.source, ": ", c.model_type,
            " expects zero-centred norms, gated attention and q/k norm");
@@ -73,7 +64,7 @@ class HybridModel final : public Model {
         layer.attn = load_attention(w, c, lp + "self_attn.", be);
       } else {
         layer.index = n_linear_++;
-        layer.deltanet = load_deltanet(w, c, lp + "linear_attn.");
+        layer.deltanet = load_deltanet(w, c, lp + "linear_attn.", be);
       }
       layer.mlp = load_mlp(w, c, lp + "mlp.", be);
       layers_.push_back(std::move(layer));
@@ -86,6 +77,7 @@ class HybridModel final : public Model {
   }
 
   const ModelConfig& config() const override { return config_; }
+  kernels::Device device() const override { return be_->device(); }
   const KvPool& kv_pool() const override { return kv_; }
   KvPool& kv_pool() override { return kv_; }
   MtpDrafter* mtp() override { return mtp_.get(); }
@@ -98,8 +90,8 @@ class HybridModel final : public Model {
 
   std::unique_ptr<SequenceState> new_sequence() override {
     auto seq = std::make_unique<SequenceState>(&kv_);
-    auto st = std::make_unique<HybridState>();
-    st->layers.assign(n_linear_, DeltaNetState::zeros(dims_));
+    auto st = std::make_unique<HybridState>(be_.get());
+    for (int64_t i = 0; i < n_linear_; ++i) st->layers.push_back(DeltaNetState::zeros(dims_, *be_));
     seq->recurrent = std::move(st);
     return seq;
   }
@@ -114,13 +106,13 @@ class HybridModel final : public Model {
         fail("truncate: length ", length, " is below the rollback floor ", seq.rollback_floor,
              " (a recurrent model can only go back inside its last keep_rollback forward, or "
              "to the length of a restored snapshot)");
-      const int64_t n = length - st.floor_tokens, TI = dims_.token_inputs();
-      st.layers = st.floor;
+      const int64_t n = length - st.floor_tokens;
+      st.layers = HybridState::copy_of(st.floor, *be_);
       for (const HybridLayer& L : layers_) {
         if (L.kind != LayerKind::LinearAttention) continue;
-        deltanet_replay(L.deltanet, dims_, st.layers[L.index], st.log[L.index].data(), n);
-        st.log[L.index].resize(n * TI);
+        deltanet_replay(L.deltanet, dims_, st.layers[L.index], st.log[L.index].data(), n, *be_);
       }
+      st.log_tokens = n;
       st.tokens = length;
     }
     seq.length = length;
@@ -154,35 +146,39 @@ class HybridModel final : public Model {
       states.push_back(&st);
       const int64_t n = static_cast<int64_t>(it.tokens.size());
       if (it.keep_rollback) {
-        st.floor = st.layers;
+        st.floor = HybridState::copy_of(st.layers, be);
         st.floor_tokens = st.tokens;
-        st.log.assign(n_linear_, {});
+        st.log.clear();
+        for (int64_t i = 0; i < n_linear_; ++i) st.log.push_back(be.array<float>(n * TI));
+        st.log_tokens = n;
         it.seq->rollback_floor = it.seq->length;
       } else {
         st.floor.clear();
         st.log.clear();
+        st.log_tokens = 0;
         it.seq->rollback_floor = it.seq->length + n;
       }
       st.tokens += n;
     }
 
-    std::vector<float> inputs(T * TI), z(T * dims_.value_dim());
-    std::vector<DeltaNetSpan> spans(items.size());
+    kernels::Floats inputs = be.array<float>(T * TI), z = be.array<float>(T * dims_.value_dim());
+    std::vector<kernels::DeltaNetSpan> spans(items.size());
     for (const HybridLayer& L : layers_) {
       be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
       if (L.kind == LayerKind::FullAttention) {
         attention_forward(L.attn, c, h.data(), T, b.rows, kv_, L.index, delta.data(), be);
       } else {
-        deltanet_project(L.deltanet, dims_, h.data(), T, inputs.data(), z.data(), *threads_);
+        deltanet_project(L.deltanet, dims_, h.data(), T, inputs.data(), z.data(), be);
         for (size_t i = 0; i < items.size(); ++i) {
           const int64_t first = b.item_first[i], n = static_cast<int64_t>(items[i].tokens.size());
-          spans[i] = {&states[i]->layers[L.index], first, n};
+          DeltaNetState& s = states[i]->layers[L.index];
+          spans[i] = {s.conv.data(), s.delta.data(), static_cast<int32_t>(first),
+                      static_cast<int32_t>(n)};
           if (items[i].keep_rollback)
-            states[i]->log[L.index].assign(inputs.begin() + first * TI,
-                                           inputs.begin() + (first + n) * TI);
+            be.copy(states[i]->log[L.index].data(), inputs.data() + first * TI,
+                    n * TI * sizeof(float));
         }
-        deltanet_mix(L.deltanet, dims_, inputs.data(), z.data(), T, spans, eps, delta.data(),
-                     *threads_);
+        deltanet_mix(L.deltanet, dims_, inputs.data(), z.data(), T, spans, eps, delta.data(), be);
       }
       be.add(x.data(), delta.data(), T * H);
       be.rms_norm(x.data(), T, H, L.post_attention_norm.data(), eps, true, h.data());
@@ -203,7 +199,6 @@ class HybridModel final : public Model {
   std::unique_ptr<Checkpoint> ckpt_;
   std::unique_ptr<QuantizeOnLoad> quantize_;  // --quantize: owns the quantized codes
   std::unique_ptr<kernels::Backend> be_;       // before everything that lives in its memory
-  ThreadPool* threads_;
   KvPool kv_;
   kernels::RopeTable rope_;
   DeltaNetDims dims_;

@@ -27,11 +27,17 @@ const HybridState& hybrid(const SequenceState& s) {
   return dynamic_cast<const HybridState&>(*s.recurrent);
 }
 
+// Bitwise equality of two CPU-backend (host memory) arrays.
+bool same_bits(const kernels::Floats& a, const kernels::Floats& b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(float)) == 0;
+}
+
 bool same_state(const SequenceState& a, const SequenceState& b) {
   const auto &x = hybrid(a).layers, &y = hybrid(b).layers;
   if (x.size() != y.size()) return false;
   for (size_t i = 0; i < x.size(); ++i)
-    if (x[i].conv != y[i].conv || x[i].delta != y[i].delta) return false;
+    if (!same_bits(x[i].conv, y[i].conv) || !same_bits(x[i].delta, y[i].delta)) return false;
   return true;
 }
 

@@ -3,18 +3,46 @@
 // x * sigmoid(g)), so CPU results keep their bits.
 #include <sys/mman.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/profile.h"
 #include "kernels/backend.h"
+#include "kernels/gated_delta.h"
 #include "kernels/math.h"
 
 namespace lockstep::kernels {
 
 namespace {
+
+// The per-token recurrent step, part 1: conv + SiLU, l2-normalise q and k, scale q, gates:
+// `inputs` (token_inputs floats) -> `prepared` [conv_dim + 2 nv] = q (scaled) | k | v | g | beta;
+// advances the conv state.
+void deltanet_token_prepare(const DeltaNetShape& d, const float* conv_w, const float* A_log,
+                            const float* dt_bias, float* conv_state, const float* inputs,
+                            float* prepared) {
+  const int64_t C = d.conv_dim(), KD = d.key_dim();
+  causal_conv1d_step(inputs, C, d.K, conv_w, conv_state, prepared);
+  l2_normalize(prepared, 2 * d.nk, d.dk, 1e-6f);  // q heads then k heads
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d.dk));
+  for (int64_t i = 0; i < KD; ++i) prepared[i] *= scale;
+  delta_gates(inputs + C, inputs + C + d.nv, A_log, dt_bias, d.nv, prepared + C,
+              prepared + C + d.nv);
+}
+
+// Part 2: value head h's delta-rule step; out (dv floats) may be null.
+void deltanet_token_head(const DeltaNetShape& d, float* delta_state, const float* prepared,
+                         int64_t h, float* out) {
+  const int64_t C = d.conv_dim(), KD = d.key_dim();
+  const int64_t kh = h / (d.nv / d.nk);  // key head kh serves value heads kh*r .. kh*r+r-1
+  gated_delta_step(delta_state + h * d.dk * d.dv, d.dk, d.dv, prepared + kh * d.dk,
+                   prepared + KD + kh * d.dk, prepared + 2 * KD + h * d.dv, prepared[C + h],
+                   prepared[C + d.nv + h], out);
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -109,6 +137,39 @@ class CpuBackend final : public Backend {
                    float* out) override {
     for (int64_t i = 0; i < n; ++i)
       std::memcpy(out + i * D, x + static_cast<int64_t>(rows[i]) * D, D * sizeof(float));
+  }
+  void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+               int64_t rows, int64_t cols) override {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(dst + r * dst_stride, src + r * src_stride, cols * sizeof(float));
+  }
+
+  // Conv and gates run per span in token order (the conv state is sequential); the delta rule of
+  // each (span, head) pair runs all of that span's tokens in order on one thread.
+  void deltanet_step(const DeltaNetShape& d, const float* conv_w, const float* A_log,
+                     const float* dt_bias, const float* inputs, int64_t T,
+                     std::span<const DeltaNetSpan> spans, float* core) override {
+    const int64_t TI = d.token_inputs(), P = d.conv_dim() + 2 * d.nv, VD = d.value_dim();
+    std::vector<float> prepared(T * P);
+    for (const DeltaNetSpan& s : spans)
+      for (int64_t t = s.first; t < s.first + s.n; ++t)
+        deltanet_token_prepare(d, conv_w, A_log, dt_bias, s.conv_state, inputs + t * TI,
+                               &prepared[t * P]);
+    const int64_t jobs = static_cast<int64_t>(spans.size()) * d.nv;
+    profile::Scope prof(profile::Op::DeltaNetStep);
+    threads_->parallel_for(jobs, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        const DeltaNetSpan& s = spans[j / d.nv];
+        const int64_t h = j % d.nv;
+        for (int64_t t = s.first; t < s.first + s.n; ++t)
+          deltanet_token_head(d, s.delta_state, &prepared[t * P], h,
+                              core ? core + t * VD + h * d.dv : nullptr);
+      }
+    });
+  }
+  void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
+                      float eps, float* y) override {
+    kernels::gated_rms_norm(x, z, rows, D, w, eps, y);
   }
 
  private:

@@ -89,3 +89,44 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out);
 
 }  // namespace lockstep::kernels::cuda
+
+// --- Gated DeltaNet (Qwen3.5 linear-attention layers; kernels/gated_delta.h has the math) -------
+namespace lockstep::kernels::cuda {
+
+struct DeltaNetShape {
+  int64_t nk = 0, nv = 0, dk = 0, dv = 0, K = 0;  // key heads, value heads, head dims, conv taps
+  int64_t key_dim() const { return nk * dk; }
+  int64_t value_dim() const { return nv * dv; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels
+  int64_t token_inputs() const { return conv_dim() + 2 * nv; }     // pre-conv q|k|v, a, b
+};
+
+// One sequence's rows [first, first + n) of a call and its state in one layer (device memory):
+// conv_state [conv_dim][K-1] (oldest input first), delta_state [nv][dk][dv].
+struct DeltaNetSpan {
+  float* conv_state;
+  float* delta_state;
+  int32_t first, n;
+};
+
+// For every span, its tokens in order through its state, exactly the CPU's per-token step:
+// conv1d over [state | input] per channel (taps in j order with FMAs) then SiLU; l2-normalise q
+// and k heads (eps 1e-6); q *= dk^-1/2; g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b);
+// then per value head h (key head h / (nv / nk)) the delta rule of gated_delta_step. The conv
+// state ends holding the span's last K-1 inputs; core[t][h * dv + v] gets the head outputs when
+// core is not null (rollback replay passes null). inputs: [T][token_inputs]; spans: device array.
+// A state's bits after a token never depend on how its tokens were split into calls or spans,
+// nor on the other spans.
+void deltanet_step(const DeltaNetShape& s, const float* conv_w, const float* A_log,
+                   const float* dt_bias, const float* inputs, int64_t T, const DeltaNetSpan* spans,
+                   int64_t n_spans, int64_t max_span_tokens, float* core);
+
+// y = x / rms(x) * w * silu(z) per row of D (kernels::gated_rms_norm). y may equal x.
+void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
+                    float eps, float* y);
+
+// dst[r][0..cols) = src[r][0..cols) for r < rows, row strides in floats (cudaMemcpy2DAsync).
+void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
+             int64_t cols);
+
+}  // namespace lockstep::kernels::cuda

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The CUDA engine on the GPU machine, in one go (issue #10): the generation gate on the GPU, CPU
+# versus GPU token agreement, and decode/prefill benchmarks, with a summary at the end. Run from
+# the repo root after tools/cuda/pack_engine.sh here and a `run` that carries .cuda-carry-engine.
+# Logs go to $OUT (or ./cuda-logs).
+#   tools/cuda/engine_on_device.sh [quick]     quick: the gate on the shipped draft model only
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+out="${OUT:-$root/cuda-logs}"
+mkdir -p "$out"
+carry="$root/.cuda-carry-engine"
+export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bin="$carry/bin/lockstep"
+mode="${1:-full}"
+work=/tmp/lockstep-cuda
+mkdir -p "$work"
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+
+nvidia-smi -L | tee -a "$summary"
+"$bin" --version 2>/dev/null | head -1
+
+# 1. The shipped dense model (qwen3, 8k vocab) as target, a random tiny qwen3 as its draft (it
+#    proposes poorly, so rejections and rollbacks are exercised): the gate on the GPU.
+stamp "gate: shipped draft model on cuda"
+"$bin" make-random --like tiny-qwen3 -o "$work/tiny-draft" --seed 7 >/dev/null
+"$bin" verify --device cuda -m models/lockstep-draft-3m --draft-model "$work/tiny-draft" \
+  --prompts tests/gate/prompts.jsonl -n 64 >"$out/gate_shipped.log" 2>&1
+note "gate shipped-draft-3m (cuda): $(grep -E '^(PASS|FAIL)' "$out/gate_shipped.log" | head -1)"
+
+# 2. CPU versus GPU tokens on the same model (reported, not required to be bitwise equal).
+stamp "cpu vs gpu agreement"
+python3 - "$bin" >"$out/agreement.log" 2>&1 <<'PY'
+import json, subprocess, sys
+bin = sys.argv[1]
+prompts = [json.loads(l) for l in open("tests/gate/prompts.jsonl")]
+same = 0; prefix = []
+for p in prompts:
+    text = p if isinstance(p, str) else p.get("prompt")
+    ids = {}
+    for dev in ("cpu", "cuda"):
+        r = subprocess.run([bin, "generate", "--device", dev, "-m", "models/lockstep-draft-3m",
+                            "-p", text, "-n", "64", "--json", "--ignore-eos"],
+                           capture_output=True, text=True, check=True)
+        ids[dev] = json.loads(r.stdout)["ids"]
+    a, b = ids["cpu"], ids["cuda"]
+    n = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+    prefix.append(n); same += a == b
+print(f"cpu vs cuda: {same}/{len(prompts)} generations identical over 64 tokens; "
+      f"first difference at token {sorted(prefix)} (64 = none)")
+PY
+note "$(tail -1 "$out/agreement.log")"
+[ "$mode" = quick ] && { cat "$summary"; exit 0; }
+
+# 3. Random Qwen3-0.6B-shaped target and draft (near-uniform logits: many near-ties), id prompts.
+stamp "gate: random qwen3-0.6b pair on cuda"
+"$bin" make-random --like qwen3-0.6b -o "$work/q06" --seed 1 >/dev/null
+"$bin" make-random --like qwen3-0.6b -o "$work/q06-draft" --seed 2 >/dev/null
+python3 -c "
+import json, random
+r = random.Random(5)
+for i in range(6):
+    print(json.dumps({'ids': [r.randrange(151936) for _ in range(r.randrange(8, 200))]}))
+" >"$work/ids.jsonl"
+"$bin" verify --device cuda -m "$work/q06" --draft-model "$work/q06-draft" \
+  --prompts "$work/ids.jsonl" -n 32 >"$out/gate_q06.log" 2>&1
+note "gate random qwen3-0.6b (cuda): $(grep -E '^(PASS|FAIL)' "$out/gate_q06.log" | head -1)"
+
+# 4. Benchmarks: the BF16 tensor-core peak through cuBLAS (PyTorch), then lockstep bench.
+stamp "peak"
+peak=$(python3 - <<'PY'
+import torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+for _ in range(3): a @ b
+torch.cuda.synchronize()
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+s.record()
+for _ in range(10): a @ b
+e.record(); torch.cuda.synchronize()
+print(f"{2 * 8192**3 * 10 / (s.elapsed_time(e) / 1e3) / 1e12:.1f}")
+PY
+)
+export LOCKSTEP_GPU_PEAK_TFLOPS="$peak"
+note "cuBLAS bf16 8192^3 (PyTorch): $peak TFLOP/s"
+for like in qwen3-0.6b qwen3-8b; do
+  stamp "bench $like"
+  [ -d "$work/$like" ] || "$bin" make-random --like "$like" -o "$work/$like" --seed 3 >/dev/null
+  "$bin" bench --device cuda -m "$work/$like" -p 2048 -n 128 -r 3 >"$out/bench_$like.log" 2>&1
+  note "bench $like: $(grep -E '^(prefill|decode) ' "$out/bench_$like.log" | tr -s ' ' | tr '\n' '|')"
+done
+stamp "done"
+echo "=== summary ==="
+cat "$summary"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Packs the lockstep binary of a CUDA build, plus the shared libraries a stock CUDA image lacks
+# (everything but glibc, libstdc++ and libgcc), into .cuda-carry-engine/ (ignored by git) for the
+# GPU machine: `run` with carry [".cuda-carry-engine"], then tools/cuda/engine_on_device.sh there.
+#   tools/cuda/pack_engine.sh [build-dir]     (default build-gpu: -DLOCKSTEP_CUDA=ON)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${1:-build-gpu}"
+case "$build" in /*) ;; *) build="$root/$build" ;; esac
+out="$root/.cuda-carry-engine"
+[ -x "$build/lockstep" ] || { echo "pack_engine.sh: $build/lockstep not built" >&2; exit 1; }
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib"
+cp "$build/lockstep" "$out/bin/"
+ldd "$build/lockstep" | awk '/=> \// {print $1, $3}' | while read -r name path; do
+  case "$name" in
+    libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
+    *) cp -L "$path" "$out/lib/$name" ;;
+  esac
+done
+du -sh "$out"
