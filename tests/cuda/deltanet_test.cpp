@@ -1,0 +1,281 @@
+// CUDA Gated DeltaNet (deltanet_step, gated_rms_norm) against the CPU per-token kernels of
+// kernels/gated_delta.h, and the invariance rule on the GPU: a sequence's states and outputs are
+// bitwise the same however its tokens are split into calls and whatever other sequences share a
+// call; replay without outputs gives the same states.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <vector>
+
+#include "kernels/gated_delta.h"
+#include "cuda_test_util.h"
+
+namespace lockstep::kernels::cuda::test {
+namespace {
+
+// Layer weights and per-sequence data of one test shape (host copies plus device weights).
+struct Layer {
+  DeltaNetShape s;
+  std::vector<float> conv_w, A_log, dt_bias;
+  DeviceBuffer<float> d_conv_w, d_A_log, d_dt_bias;
+
+  Layer(DeltaNetShape shape, uint32_t seed) : s(shape) {
+    conv_w = random_floats(s.conv_dim() * s.K, seed, -0.6f, 0.6f);
+    A_log = random_floats(s.nv, seed + 1, -1.5f, 1.0f);
+    dt_bias = random_floats(s.nv, seed + 2, -1.0f, 1.0f);
+    d_conv_w = DeviceBuffer<float>(conv_w);
+    d_A_log = DeviceBuffer<float>(A_log);
+    d_dt_bias = DeviceBuffer<float>(dt_bias);
+  }
+  int64_t TI() const { return s.token_inputs(); }
+  int64_t VD() const { return s.value_dim(); }
+  int64_t conv_floats() const { return s.conv_dim() * (s.K - 1); }
+  int64_t delta_floats() const { return s.nv * s.dk * s.dv; }
+};
+
+struct Seq {
+  int64_t n = 0;
+  std::vector<float> tokens;  // [n][token_inputs]
+  std::vector<float> conv0, delta0;  // initial states
+};
+
+Seq make_seq(const Layer& L, int64_t n, uint32_t seed) {
+  Seq q;
+  q.n = n;
+  const int64_t C = L.s.conv_dim(), TI = L.TI(), nv = L.s.nv;
+  q.tokens = random_floats(n * TI, seed, -1.0f, 1.0f);
+  const auto a = random_floats(n * nv, seed + 1, -6.0f, 22.0f);  // > 20 exercises softplus's cut
+  const auto b = random_floats(n * nv, seed + 2, -4.0f, 4.0f);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < nv; ++h) {
+      q.tokens[t * TI + C + h] = a[t * nv + h];
+      q.tokens[t * TI + C + nv + h] = b[t * nv + h];
+    }
+  q.conv0 = random_floats(L.conv_floats(), seed + 3, -1.0f, 1.0f);
+  q.delta0 = random_floats(L.delta_floats(), seed + 4, -0.5f, 0.5f);
+  return q;
+}
+
+// The CPU per-token step (models/gated_deltanet_layer.cpp's deltanet_token_prepare + _head).
+void cpu_token(const Layer& L, float* conv, float* delta, const float* in, float* core) {
+  const DeltaNetShape& s = L.s;
+  const int64_t C = s.conv_dim(), KD = s.key_dim();
+  std::vector<float> p(C + 2 * s.nv);
+  causal_conv1d_step(in, C, s.K, L.conv_w.data(), conv, p.data());
+  l2_normalize(p.data(), 2 * s.nk, s.dk, 1e-6f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.dk));
+  for (int64_t i = 0; i < KD; ++i) p[i] *= scale;
+  delta_gates(in + C, in + C + s.nv, L.A_log.data(), L.dt_bias.data(), s.nv, p.data() + C,
+              p.data() + C + s.nv);
+  for (int64_t h = 0; h < s.nv; ++h) {
+    const int64_t kh = h / (s.nv / s.nk);
+    gated_delta_step(delta + h * s.dk * s.dv, s.dk, s.dv, p.data() + kh * s.dk,
+                     p.data() + KD + kh * s.dk, p.data() + 2 * KD + h * s.dv, p[C + h],
+                     p[C + s.nv + h], core ? core + h * s.dv : nullptr);
+  }
+}
+
+struct Result {
+  std::vector<float> conv, delta, core;  // core [n][value_dim]
+};
+
+Result cpu_run(const Layer& L, const Seq& q) {
+  Result r{q.conv0, q.delta0, std::vector<float>(q.n * L.VD())};
+  for (int64_t t = 0; t < q.n; ++t)
+    cpu_token(L, r.conv.data(), r.delta.data(), &q.tokens[t * L.TI()], &r.core[t * L.VD()]);
+  return r;
+}
+
+// One span of a call: `n` tokens of sequence `seq` starting at its token `start`.
+struct Piece {
+  int seq;
+  int64_t start, n;
+};
+
+// Runs the calls on the GPU from the sequences' initial states; returns each sequence's final
+// states and the core rows it received (NaN where a token never produced one).
+std::vector<Result> gpu_run(const Layer& L, const std::vector<Seq>& seqs,
+                            const std::vector<std::vector<Piece>>& calls, bool with_core,
+                            int64_t extra_max = 0) {
+  const int64_t TI = L.TI(), VD = L.VD();
+  std::vector<DeviceBuffer<float>> conv, delta;
+  std::vector<Result> out(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    conv.emplace_back(seqs[i].conv0);
+    delta.emplace_back(seqs[i].delta0);
+    out[i].core.assign(seqs[i].n * VD, std::numeric_limits<float>::quiet_NaN());
+  }
+  for (const auto& call : calls) {
+    int64_t T = 0, max_n = 0;
+    for (const Piece& p : call) {
+      T += p.n;
+      max_n = std::max(max_n, p.n);
+    }
+    std::vector<float> in(T * TI);
+    std::vector<DeltaNetSpan> spans;
+    int64_t row = 0;
+    for (const Piece& p : call) {
+      const Seq& q = seqs[p.seq];
+      std::copy(q.tokens.begin() + p.start * TI, q.tokens.begin() + (p.start + p.n) * TI,
+                in.begin() + row * TI);
+      spans.push_back({conv[p.seq].get(), delta[p.seq].get(), static_cast<int32_t>(row),
+                       static_cast<int32_t>(p.n)});
+      row += p.n;
+    }
+    DeviceBuffer<float> din(in);
+    DeviceBuffer<DeltaNetSpan> dspans(spans);
+    DeviceBuffer<float> dcore(T * VD);
+    deltanet_step(L.s, L.d_conv_w.get(), L.d_A_log.get(), L.d_dt_bias.get(), din.get(), T,
+                  dspans.get(), static_cast<int64_t>(spans.size()), max_n + extra_max,
+                  with_core ? dcore.get() : nullptr);
+    if (with_core) {
+      const auto core = dcore.to_host();
+      row = 0;
+      for (const Piece& p : call) {
+        std::copy(core.begin() + row * VD, core.begin() + (row + p.n) * VD,
+                  out[p.seq].core.begin() + p.start * VD);
+        row += p.n;
+      }
+    }
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    out[i].conv = conv[i].to_host();
+    out[i].delta = delta[i].to_host();
+  }
+  return out;
+}
+
+// |gpu - cpu| <= rel * (|cpu| + rms(cpu)) element-wise; prints how many are bitwise equal.
+void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, double rel,
+                  const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  double ss = 0;
+  for (float c : cpu) ss += double(c) * c;
+  const double rms = cpu.empty() ? 0.0 : std::sqrt(ss / cpu.size());
+  size_t bad = 0, exact = 0;
+  double worst = 0;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    if (gpu[i] == cpu[i]) ++exact;
+    const double err = std::fabs(double(gpu[i]) - cpu[i]);
+    worst = std::max(worst, err / (std::fabs(double(cpu[i])) + rms));
+    if (!(err <= rel * (std::fabs(double(cpu[i])) + rms))) {
+      if (bad++ < 5) ADD_FAILURE() << what << "[" << i << "]: GPU " << gpu[i] << " CPU " << cpu[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+  std::printf("  %s: %zu of %zu bitwise equal to the CPU, worst scaled error %.3g\n", what.c_str(),
+              exact, gpu.size(), worst);
+}
+
+std::string name(const DeltaNetShape& s) {
+  return "nk=" + std::to_string(s.nk) + " nv=" + std::to_string(s.nv) + " dk=" +
+         std::to_string(s.dk) + " dv=" + std::to_string(s.dv) + " K=" + std::to_string(s.K);
+}
+
+const std::vector<DeltaNetShape>& shapes() {
+  static const std::vector<DeltaNetShape> v = {
+      {16, 16, 128, 128, 4},  // Qwen3.5-0.8B
+      {2, 4, 16, 16, 4},      // tiny test model
+      {1, 2, 20, 24, 3},      // dk padded to 32 lanes, dv a partial column tile
+      {2, 6, 48, 40, 2},      // 3 value heads per key head
+      {1, 1, 64, 16, 1},      // no conv state
+  };
+  return v;
+}
+
+TEST_F(CudaTest, DeltaNetMatchesCpu) {
+  uint32_t seed = 100;
+  for (const DeltaNetShape& s : shapes()) {
+    SCOPED_TRACE(name(s));
+    const Layer L(s, seed);
+    std::vector<Seq> seqs = {make_seq(L, 40, seed + 10), make_seq(L, 9, seed + 20)};
+    seed += 100;
+    // Both sequences in each call, the first split 13 + 27, the second 4 + 5.
+    const auto gpu = gpu_run(L, seqs, {{{0, 0, 13}, {1, 0, 4}}, {{1, 4, 5}, {0, 13, 27}}}, true);
+    for (int i = 0; i < 2; ++i) {
+      const Result cpu = cpu_run(L, seqs[i]);
+      const std::string tag = name(s) + " seq " + std::to_string(i);
+      // The conv state is a copy of inputs: exact.
+      EXPECT_TRUE(same_bits(gpu[i].conv.data(), cpu.conv.data(), cpu.conv.size())) << tag;
+      expect_close(gpu[i].core, cpu.core, 1e-5, tag + " core");
+      expect_close(gpu[i].delta, cpu.delta, 1e-5, tag + " delta state");
+    }
+  }
+}
+
+TEST_F(CudaTest, DeltaNetInvariantToSplitsAndOtherSpans) {
+  uint32_t seed = 900;
+  for (const DeltaNetShape& s : shapes()) {
+    SCOPED_TRACE(name(s));
+    const Layer L(s, seed);
+    const std::vector<Seq> seqs = {make_seq(L, 40, seed + 1), make_seq(L, 20, seed + 2),
+                                   make_seq(L, 7, seed + 3)};
+    seed += 10;
+    const auto ref = gpu_run(L, seqs, {{{0, 0, 40}}}, true);
+    for (float x : ref[0].core) ASSERT_FALSE(std::isnan(x)) << "a core row was not written";
+
+    auto expect_same = [&](const Result& a, const Result& b, bool core, const std::string& what) {
+      EXPECT_TRUE(same_bits(a.conv.data(), b.conv.data(), a.conv.size())) << what << ": conv state";
+      EXPECT_TRUE(same_bits(a.delta.data(), b.delta.data(), a.delta.size()))
+          << what << ": delta state";
+      if (core) {
+        EXPECT_TRUE(same_bits(a.core.data(), b.core.data(), a.core.size())) << what << ": core";
+      }
+    };
+
+    std::vector<std::vector<Piece>> ones;
+    for (int64_t t = 0; t < 40; ++t) ones.push_back({{0, t, 1}});
+    expect_same(gpu_run(L, seqs, ones, true)[0], ref[0], true, "40 calls of 1");
+    const std::vector<std::vector<Piece>> split = {{{0, 0, 7}}, {{0, 7, 1}}, {{0, 8, 32}}};
+    expect_same(gpu_run(L, seqs, split, true)[0], ref[0], true, "7 + 1 + 32");
+
+    // Other sequences in the same calls, before and after ours.
+    const auto mixed = gpu_run(L, seqs,
+                               {{{1, 0, 5}, {0, 0, 7}, {2, 0, 3}},
+                                {{0, 7, 1}, {1, 5, 2}},
+                                {{2, 3, 4}, {0, 8, 32}, {1, 7, 13}}},
+                               true);
+    expect_same(mixed[0], ref[0], true, "7 + 1 + 32 among other spans");
+    // A larger launch bound than needed, all three sequences whole in one call.
+    const auto whole = gpu_run(L, seqs, {{{2, 0, 7}, {0, 0, 40}, {1, 0, 20}}}, true, 25);
+    expect_same(whole[0], ref[0], true, "one call of three sequences");
+    expect_same(whole[1], mixed[1], true, "other sequence, whole vs split");
+    expect_same(whole[2], mixed[2], true, "third sequence, whole vs split");
+
+    // Rollback replay: no outputs, same states.
+    expect_same(gpu_run(L, seqs, {{{0, 0, 40}}}, false)[0], ref[0], false, "replay, one call");
+    expect_same(gpu_run(L, seqs, split, false)[0], ref[0], false, "replay, 7 + 1 + 32");
+  }
+}
+
+TEST_F(CudaTest, GatedRmsNormMatchesCpuAndRows) {
+  for (int64_t D : {128, 16, 40}) {
+    SCOPED_TRACE("D=" + std::to_string(D));
+    const int64_t P = 300;
+    const auto x = random_floats(P * D, 31, -3.0f, 3.0f);
+    const auto z = random_floats(P * D, 32, -8.0f, 8.0f);
+    const auto w = random_floats(D, 33, 0.5f, 1.5f);
+    DeviceBuffer<float> dx(x), dz(z), dw(w), dref(P * D);
+    for (int64_t r = 0; r < P; ++r)
+      gated_rms_norm(dx.get() + r * D, dz.get() + r * D, 1, D, dw.get(), 1e-6f,
+                     dref.get() + r * D);
+    const auto ref = dref.to_host();
+    for (int64_t M : {2, 5, 64, 299}) {
+      const int64_t start = (M * 7) % (P - M + 1);
+      DeviceBuffer<float> dy(M * D);
+      gated_rms_norm(dx.get() + start * D, dz.get() + start * D, M, D, dw.get(), 1e-6f, dy.get());
+      ASSERT_TRUE(same_bits(dy.to_host().data(), ref.data() + start * D, M * D)) << "M=" << M;
+    }
+    DeviceBuffer<float> dip(x);
+    gated_rms_norm(dip.get(), dz.get(), P, D, dw.get(), 1e-6f, dip.get());
+    ASSERT_TRUE(same_bits(dip.to_host().data(), ref.data(), P * D)) << "in place";
+    std::vector<float> cpu(P * D);
+    kernels::gated_rms_norm(x.data(), z.data(), P, D, w.data(), 1e-6f, cpu.data());
+    expect_close(ref, cpu, 1e-6, "gated_rms_norm D=" + std::to_string(D));
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::kernels::cuda::test
