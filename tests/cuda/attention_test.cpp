@@ -25,7 +25,8 @@ struct Shape {
 // `bt`-position blocks in a scrambled block order.
 struct PagedCache {
   int64_t bt, n_blocks;
-  std::vector<int32_t> table;  // logical block -> physical block
+  std::vector<int32_t> table;   // logical block -> physical block
+  std::vector<int32_t> table2;  // a second copy of the same positions in other blocks
   std::vector<float> k, v;     // host copies, [n_blocks * bt][kv_dim]
   DeviceBuffer<float> dk, dv;
   DeviceBuffer<int32_t> dtable;
@@ -34,21 +35,24 @@ struct PagedCache {
              int64_t block_tokens)
       : bt(block_tokens) {
     const int64_t used = (kLen + bt - 1) / bt;
-    n_blocks = used + 3;
+    n_blocks = 2 * used + 3;
     table.resize(used);
+    table2.resize(used);
     std::vector<int32_t> phys(n_blocks);
     std::iota(phys.begin(), phys.end(), 0);
     std::mt19937 rng(static_cast<uint32_t>(block_tokens));
     std::shuffle(phys.begin(), phys.end(), rng);
-    for (int64_t j = 0; j < used; ++j) table[j] = phys[j];
+    for (int64_t j = 0; j < used; ++j) table[j] = phys[j], table2[j] = phys[used + j];
     k = random_floats(n_blocks * bt * kv_dim, 999);  // garbage in unused slots
     v = random_floats(n_blocks * bt * kv_dim, 998);
-    for (int64_t p = 0; p < kLen; ++p) {
-      const int64_t slot = table[p / bt] * bt + p % bt;
-      std::copy(keys.begin() + p * kv_dim, keys.begin() + (p + 1) * kv_dim, k.begin() + slot * kv_dim);
-      std::copy(values.begin() + p * kv_dim, values.begin() + (p + 1) * kv_dim,
-                v.begin() + slot * kv_dim);
-    }
+    for (int64_t p = 0; p < kLen; ++p)
+      for (const auto* tb : {&table, &table2}) {
+        const int64_t slot = (*tb)[p / bt] * bt + p % bt;
+        std::copy(keys.begin() + p * kv_dim, keys.begin() + (p + 1) * kv_dim,
+                  k.begin() + slot * kv_dim);
+        std::copy(values.begin() + p * kv_dim, values.begin() + (p + 1) * kv_dim,
+                  v.begin() + slot * kv_dim);
+      }
     dk = DeviceBuffer<float>(k);
     dv = DeviceBuffer<float>(v);
     dtable = DeviceBuffer<int32_t>(table);
@@ -60,14 +64,19 @@ class AttentionTest : public CudaTest, public ::testing::WithParamInterface<Shap
   // Runs rows (query index into qs, n_keys) in one call; returns [rows][n_heads][hd].
   std::vector<float> run(const Shape& s, const PagedCache& c, const std::vector<float>& qs,
                          const std::vector<int64_t>& qi, const std::vector<int32_t>& nk,
-                         int64_t max_keys) {
+                         int64_t max_keys, bool mixed_tables = false) {
     const int64_t T = static_cast<int64_t>(qi.size()), row = s.n_heads * s.head_dim;
     std::vector<float> q(T * row);
     for (int64_t t = 0; t < T; ++t)
       std::copy(qs.begin() + qi[t] * row, qs.begin() + (qi[t] + 1) * row, q.begin() + t * row);
     const int64_t stride = static_cast<int64_t>(c.table.size());
     std::vector<int32_t> tables(T * stride);
-    for (int64_t t = 0; t < T; ++t) std::copy(c.table.begin(), c.table.end(), tables.begin() + t * stride);
+    // mixed_tables: every third row reads the second copy (rows of other sequences), so rows
+    // of one in-block launch do not share their keys' locations.
+    for (int64_t t = 0; t < T; ++t) {
+      const auto& tb = mixed_tables && t % 3 == 1 ? c.table2 : c.table;
+      std::copy(tb.begin(), tb.end(), tables.begin() + t * stride);
+    }
     DeviceBuffer<float> dq(q), dout(T * row);
     DeviceBuffer<int32_t> dtables(tables), dnk(nk);
     KvLayerView kv;
@@ -104,10 +113,10 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
   }
 
   auto check = [&](const PagedCache& c, const std::vector<int64_t>& qi, int64_t max_keys,
-                   const char* what) {
+                   const char* what, bool mixed = false) {
     std::vector<int32_t> nk;
     for (int64_t i : qi) nk.push_back(lens[i]);
-    const auto out = run(s, c, qs, qi, nk, max_keys);
+    const auto out = run(s, c, qs, qi, nk, max_keys, mixed);
     for (size_t t = 0; t < qi.size(); ++t)
       ASSERT_TRUE(same_bits(out.data() + t * row, ref.data() + qi[t] * row, row))
           << what << ": row " << t << " (query " << qi[t] << ", n_keys " << lens[qi[t]]
@@ -125,6 +134,20 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
     check(*c, all, kLen, "T=160");
     std::reverse(all.begin(), all.end());
     check(*c, all, kLen + 256, "T=160 reversed");
+    // Rows per in-block launch block (1 = one row per block; 0 = as many as fit), shared and
+    // mixed block tables, and a prefill-like run of consecutive lengths.
+    struct Reset {
+      ~Reset() { testing::set_attention_rows_override(0); }
+    } reset;
+    for (int rows_cap : {1, 2, 3, 0}) {
+      testing::set_attention_rows_override(rows_cap);
+      check(*c, all, kLen, "T=160 rows cap");
+      check(*c, all, kLen, "T=160 rows cap, mixed tables", true);
+    }
+    testing::set_attention_rows_override(0);
+    std::vector<int64_t> sorted(all);
+    std::sort(sorted.begin(), sorted.end(), [&](int64_t a, int64_t b) { return lens[a] < lens[b]; });
+    check(*c, sorted, kLen, "T=160 by length");
   }
 
   // Accuracy against the CPU kernel.

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -41,11 +43,17 @@ TEST_P(LinearTest, RowsBitwiseIndependentOfBatch) {
   for (int64_t r = 0; r < P; ++r) linear(dx.get() + r * K, 1, wt, bias, dref.get() + r * N);
   const auto ref = dref.to_host();
 
-  std::vector<int64_t> Ms;
-  for (int64_t m = 1; m <= 64; ++m) Ms.push_back(m);
-  for (int64_t m : {65, 100, 129, 513}) Ms.push_back(m);
+  std::vector<std::pair<int64_t, int>> Ms;  // (M, forced tile of the tiled kernel; 0 = its pick)
+  for (int64_t m = 1; m <= 64; ++m) Ms.push_back({m, 0});
+  for (int64_t m : {65, 100, 129, 513}) Ms.push_back({m, 0});
+  for (int tile = 1; tile <= 3; ++tile)
+    for (int64_t m : {65, 200, 300}) Ms.push_back({m + tile, tile});
+  struct Reset {
+    ~Reset() { testing::set_linear_tile_override(0); }
+  } reset;
   int checked = 0;
-  for (int64_t M : Ms) {
+  for (const auto& [M, tile] : Ms) {
+    testing::set_linear_tile_override(tile);
     const int64_t start = (M * 37) % P;  // shifting offsets, different neighbours each time
     std::vector<float> xm(M * K);
     for (int64_t i = 0; i < M; ++i) {
@@ -58,7 +66,8 @@ TEST_P(LinearTest, RowsBitwiseIndependentOfBatch) {
     for (int64_t i = 0; i < M; ++i) {
       const int64_t r = (start + i) % P;
       ASSERT_TRUE(same_bits(y.data() + i * N, ref.data() + r * N, N))
-          << "M=" << M << " row " << i << " (pool row " << r << ") differs from its M=1 result";
+          << "M=" << M << " tile " << tile << " row " << i << " (pool row " << r
+          << ") differs from its M=1 result";
       ++checked;
     }
   }
@@ -109,6 +118,41 @@ TEST_P(LinearTest, MatchesReferences) {
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Values(LinearCase{200, 1040, true}, LinearCase{96, 4096, false},
                                            LinearCase{333, 272, true}, LinearCase{8200, 512, true}));
+
+// numerics fast (cuBLAS): close to the float64 reference; skipped where cuBLAS cannot be loaded.
+TEST_F(CudaTest, LinearFastMatchesReference) {
+  std::string why;
+  if (!linear_fast_available(&why)) GTEST_SKIP() << "cuBLAS not loadable: " << why;
+  const int64_t N = 300, K = 1024;
+  const auto w = random_bf16(N * K, 31);
+  const auto b = random_floats(N, 32);
+  DeviceBuffer<uint16_t> dw(w);
+  DeviceBuffer<float> db(b);
+  Weight wt;
+  wt.dtype = DType::BF16;
+  wt.rows = N;
+  wt.cols = K;
+  wt.data = dw.get();
+  for (int64_t M : {1, 8, 77, 300}) {
+    const auto x = random_floats(M * K, 200 + static_cast<uint32_t>(M), -2.0f, 2.0f);
+    DeviceBuffer<float> dx(x), dy(M * N);
+    linear_fast(dx.get(), M, wt, db.get(), dy.get());
+    const auto y = dy.to_host();
+    double worst = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double exact = b[n], scale = 1e-6;
+        for (int64_t k = 0; k < K; ++k) {
+          const double xb = bf16_to_f32(f32_to_bf16(x[m * K + k]));
+          const double wv = bf16_to_f32(w[n * K + k]);
+          exact += xb * wv;
+          scale += std::fabs(xb * wv);
+        }
+        worst = std::max(worst, std::fabs(y[m * N + n] - exact) / scale);
+      }
+    EXPECT_LT(worst, 1e-4) << "M=" << M;
+  }
+}
 
 TEST_F(CudaTest, LinearRejectsKNotMultipleOf16) {
   DeviceBuffer<uint16_t> dw(8 * 24);

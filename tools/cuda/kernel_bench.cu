@@ -81,12 +81,16 @@ void bench_linear() {
     const char* name;
   };
   const S shapes[] = {{4096, 4096, "o_proj 4096x4096"},
+                      {1024, 4096, "k/v 1024x4096"},
                       {6144, 4096, "qkv 6144x4096"},
                       {12288, 4096, "fused qkv-like 12288x4096"},
                       {24576, 4096, "gate/up 24576x4096"},
                       {4096, 12288, "down 4096x12288"},
                       {151936, 4096, "lm_head 151936x4096"}};
   const int64_t Ms[] = {1, 2, 4, 8, 16, 32, 64};
+  std::string why;
+  const bool fast = kc::linear_fast_available(&why);
+  if (!fast) std::printf("linear_fast (cuBLAS) unavailable: %s\n", why.c_str());
   std::printf("\n== linear (BF16 weights, FP32 x/y); GB/s = weight bytes / time; HBM 4.8 TB/s ==\n");
   std::vector<uint16_t> host = host_bf16(151936LL * 4096);
   std::vector<float> hx(2048LL * 12288);
@@ -102,38 +106,44 @@ void bench_linear() {
       p = kc::malloc_device(bytes);
       kc::upload(p, host.data(), bytes);
     }
-    for (int64_t M : Ms) {
-      const Timing tm = time_per_call(
+    auto run = [&](int64_t M, bool use_fast, int iters) {
+      return time_per_call(
           [&](int i) {
             Weight w;
             w.dtype = DType::BF16;
             w.rows = s.N;
             w.cols = s.K;
             w.data = ws[i % copies];
-            kc::linear(x, M, w, nullptr, y);
+            if (use_fast) kc::linear_fast(x, M, w, nullptr, y);
+            else kc::linear(x, M, w, nullptr, y);
           },
-          std::max(20, copies * 4));
+          iters);
+    };
+    for (int64_t M : Ms) {
+      if (M != 1 && M != 8 && M != 64) continue;  // decode and verify widths (budget)
+      const Timing tm = run(M, false, std::max(20, copies * 4));
       const double t = tm.dev;
-      std::printf("linear %-26s M=%-5lld dev %8.2f us %6.0f GB/s %5.1f%% of 4.8 TB/s %6.1f TFLOP/s | wall %8.2f us\n",
+      std::printf("linear %-26s M=%-5lld dev %8.2f us %6.0f GB/s %5.1f%% of 4.8 TB/s %6.1f TFLOP/s | wall %8.2f us",
                   s.name, static_cast<long long>(M), t * 1e6, bytes / t / 1e9,
                   100.0 * bytes / t / 4.8e12, 2.0 * M * s.N * s.K / t / 1e12, tm.wall * 1e6);
-    }
-    if (s.N <= 24576) {
-      for (int64_t M : {128, 512, 2048}) {
-        const Timing tm = time_per_call(
-            [&](int i) {
-              Weight w;
-              w.dtype = DType::BF16;
-              w.rows = s.N;
-              w.cols = s.K;
-              w.data = ws[i % copies];
-              kc::linear(x, M, w, nullptr, y);
-            },
-            10);
-        const double t = tm.dev;
-        std::printf("linear %-26s M=%-5lld dev %8.2f us %7.1f TFLOP/s | wall %8.2f us\n", s.name,
-                    static_cast<long long>(M), t * 1e6, 2.0 * M * s.N * s.K / t / 1e12, tm.wall * 1e6);
+      if (fast && M <= 8) {
+        const Timing tf = run(M, true, std::max(20, copies * 4));
+        std::printf(" | cuBLAS %8.2f us, exact/fast time %.2f", tf.dev * 1e6, t / tf.dev);
       }
+      std::printf("\n");
+    }
+    for (int64_t M : {128, 256, 512, 2048}) {
+      const int iters = s.N > 24576 ? 4 : 10;
+      const Timing tm = run(M, false, iters);
+      const double t = tm.dev;
+      std::printf("linear %-26s M=%-5lld dev %8.2f us %7.1f TFLOP/s | wall %8.2f us", s.name,
+                  static_cast<long long>(M), t * 1e6, 2.0 * M * s.N * s.K / t / 1e12, tm.wall * 1e6);
+      if (fast && (M == 2048 || M == 128)) {
+        const Timing tf = run(M, true, iters);
+        std::printf(" | cuBLAS %8.2f us %7.1f TFLOP/s, exact/fast time %.2f", tf.dev * 1e6,
+                    2.0 * M * s.N * s.K / tf.dev / 1e12, t / tf.dev);
+      }
+      std::printf("\n");
     }
     for (auto p : ws) kc::free_device(p);
   }

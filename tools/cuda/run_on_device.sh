@@ -11,6 +11,11 @@ out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out"
 carry="$root/.cuda-carry"
 export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# linear_fast dlopens libcublas.so.13 (too large to carry): use the image's toolkit or pip wheel.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+  $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
+  [ -e "$d/libcublas.so.13" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+done
 filter="${1:-*}"
 section="${2:-}"
 

@@ -15,6 +15,7 @@
 // partials in separate blocks (flash-decoding) and merge them in a second kernel; many pairs
 // (prefill) let one block walk its chunks in order and merge as it goes. One block serves the G
 // query heads that share a KV head, so keys and values are read once for all of them.
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
@@ -39,6 +40,7 @@ struct AttnArgs {
   int64_t table_stride;
   const int32_t* n_keys;
   int n_heads, n_kv_heads, group, block_tokens, n_chunks;
+  int rows;  // rows per in-block (attn_walk) block, rows * group <= kMaxGroup
   const float* k;
   const float* v;
   float scale;
@@ -85,14 +87,20 @@ __device__ __forceinline__ void load_stage(AttnSmem<HD>& sm, const AttnArgs& a, 
   }
 }
 
-// One chunk of one (row, kv head): leaves m_c / l_c in sm.m / sm.l and returns a_c for this
-// thread's (g, d) pairs in acc. sm.q must hold the group's queries.
+// One chunk of nr rows of one kv head that read the same keys (t = the row whose positions are
+// looked up, the one with the most keys; nr = 1 for a single row): virtual group vg = r * G + g
+// is query head g of row r. Leaves m_c / l_c in sm.m / sm.l [vg] and returns a_c for this
+// thread's (vg, d) pairs in acc. sm.q must hold the rows' queries; nps[r] is row r's positions in
+// this chunk (<= 0: none; that row's results are not used), np the largest. Each (row, head) gets
+// exactly the single-row math: positions at or past its own count are -inf / 0 and never reach
+// its sums.
 template <int HD>
 __device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh, int c, int np,
-                              float (&acc)[AttnSmem<HD>::kGPerThread]) {
+                              const int* nps, int nr, float (&acc)[AttnSmem<HD>::kGPerThread]) {
   constexpr int kG = AttnSmem<HD>::kGPerThread;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int G = a.group;
+  const int VG = G * nr;
   const int p0 = c * kChunk;
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * HD;
   const int bt = a.block_tokens;
@@ -120,10 +128,10 @@ __device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh
     cp_async_commit();
     const float(*rows)[AttnSmem<HD>::kStride] = sm.ring[st % kRing];
     if (st < kStagesPerChunk / 2) {
-      // Scores of positions 32 st + lane, query heads g = warp, warp + 8.
+      // Scores of positions 32 st + lane, virtual groups g = warp, warp + 8.
       const int i = st * kSub + lane;
-      for (int g = warp; g < G; g += kThreads / 32) {
-        if (i < np) {
+      for (int g = warp; g < VG; g += kThreads / 32) {
+        if (i < nps[g / G]) {
           float dot = 0.0f;
 #pragma unroll 8
           for (int dd = 0; dd < HD; dd += 4) {
@@ -141,8 +149,9 @@ __device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh
       }
     } else {
       if (st == kStagesPerChunk / 2) {
-        // All scores are in: softmax pieces, warp w takes query heads g = w, w + 8.
-        for (int g = warp; g < G; g += kThreads / 32) {
+        // All scores are in: softmax pieces, warp w takes virtual groups g = w, w + 8.
+        for (int g = warp; g < VG; g += kThreads / 32) {
+          const int npg = nps[g / G];
           float mx = -INFINITY;
 #pragma unroll
           for (int j = 0; j < kChunk / 32; ++j) mx = fmaxf(mx, sm.s[g][lane + 32 * j]);
@@ -151,7 +160,7 @@ __device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh
 #pragma unroll
           for (int j = 0; j < kChunk / 32; ++j) {
             const int i = lane + 32 * j;
-            const float e = i < np ? exp_f32(__fsub_rn(sm.s[g][i], mx)) : 0.0f;
+            const float e = i < npg ? exp_f32(__fsub_rn(sm.s[g][i], mx)) : 0.0f;
             sm.s[g][i] = e;
             sum = __fadd_rn(sum, e);
           }
@@ -162,12 +171,18 @@ __device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh
       }
       const int pb = (st - kStagesPerChunk / 2) * kSub;
       const int n = min(kSub, np - pb);
+      int nj[kG];  // positions of this stage for each of the thread's virtual groups
+#pragma unroll
+      for (int j = 0; j < kG; ++j) {
+        const int g = g0 + j * kGStride;
+        nj[j] = g < VG ? min(kSub, nps[g / G] - pb) : 0;
+      }
       for (int i = 0; i < n; ++i) {
         const float v = rows[i][d];
 #pragma unroll
         for (int j = 0; j < kG; ++j) {
           const int g = g0 + j * kGStride;
-          if (g < G) acc[j] = __fmaf_rn(sm.s[g][pb + i], v, acc[j]);
+          if (i < nj[j]) acc[j] = __fmaf_rn(sm.s[g][pb + i], v, acc[j]);
         }
       }
     }
@@ -175,11 +190,13 @@ __device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh
   cp_async_wait<0>();
 }
 
+// Queries of rows t0 .. t0 + nr - 1, head g of row r at virtual group r * G + g.
 template <int HD>
-__device__ __forceinline__ void load_queries(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh) {
-  for (int i = threadIdx.x; i < a.group * HD; i += kThreads) {
-    const int g = i / HD, d = i % HD;
-    sm.q[g][d] = a.q[(static_cast<int64_t>(t) * a.n_heads + kh * a.group + g) * HD + d];
+__device__ __forceinline__ void load_queries(AttnSmem<HD>& sm, const AttnArgs& a, int t0, int nr,
+                                             int kh) {
+  for (int i = threadIdx.x; i < nr * a.group * HD; i += kThreads) {
+    const int vg = i / HD, d = i % HD, r = vg / a.group, g = vg % a.group;
+    sm.q[vg][d] = a.q[(static_cast<int64_t>(t0 + r) * a.n_heads + kh * a.group + g) * HD + d];
   }
 }
 
@@ -201,9 +218,9 @@ __global__ void __launch_bounds__(kThreads) attn_split(AttnArgs a) {
   const int nk = a.n_keys[t];
   const int np = min(kChunk, nk - c * kChunk);
   if (np <= 0) return;
-  load_queries(sm, a, t, kh);
+  load_queries(sm, a, t, 1, kh);
   float acc[AttnSmem<HD>::kGPerThread];
-  chunk_partial(sm, a, t, kh, c, np, acc);
+  chunk_partial(sm, a, t, kh, c, np, &np, 1, acc);
   const int d = threadIdx.x % HD, g0 = threadIdx.x / HD;
 #pragma unroll
   for (int j = 0; j < AttnSmem<HD>::kGPerThread; ++j) {
@@ -233,39 +250,84 @@ __global__ void __launch_bounds__(HD) attn_merge(AttnArgs a) {
   a.out[static_cast<int64_t>(th) * HD + d] = nk > 0 ? __fdiv_rn(A, L) : 0.0f;
 }
 
-// In-block variant: block (t * n_kv_heads + kh) walks its chunks in order.
+// Rows t0 .. t0 + nr - 1 of one kv head (sharing their keys' locations) walk their chunks in
+// order, each (row, head) merging only its own chunks.
 template <int HD>
-__global__ void __launch_bounds__(kThreads) attn_walk(AttnArgs a) {
-  extern __shared__ __align__(16) uint8_t raw[];
-  auto& sm = *reinterpret_cast<AttnSmem<HD>*>(raw);
-  const int t = blockIdx.x / a.n_kv_heads, kh = blockIdx.x % a.n_kv_heads;
-  const int nk = a.n_keys[t];
-  const int nc = (nk + kChunk - 1) / kChunk;
-  load_queries(sm, a, t, kh);
+__device__ void walk_rows(AttnSmem<HD>& sm, const AttnArgs& a, int t0, int nr, int kh) {
   constexpr int kG = AttnSmem<HD>::kGPerThread;
+  int nks[kMaxGroup], tref = t0, nc = 0;
+  for (int r = 0; r < nr; ++r) {
+    nks[r] = a.n_keys[t0 + r];
+    if (nks[r] > a.n_keys[tref]) tref = t0 + r;
+  }
+  nc = (a.n_keys[tref] + kChunk - 1) / kChunk;
+  load_queries(sm, a, t0, nr, kh);
   float M[kG], L[kG], A[kG];
 #pragma unroll
   for (int j = 0; j < kG; ++j) M[j] = -INFINITY, L[j] = 0.0f, A[j] = 0.0f;
   const int d = threadIdx.x % HD, g0 = threadIdx.x / HD;
+  const int VG = nr * a.group;
   for (int c = 0; c < nc; ++c) {
-    const int np = min(kChunk, nk - c * kChunk);
+    int nps[kMaxGroup];
+    for (int r = 0; r < nr; ++r) nps[r] = min(kChunk, nks[r] - c * kChunk);
+    const int np = min(kChunk, a.n_keys[tref] - c * kChunk);
     float acc[kG];
-    chunk_partial(sm, a, t, kh, c, np, acc);
+    chunk_partial(sm, a, tref, kh, c, np, nps, nr, acc);
 #pragma unroll
     for (int j = 0; j < kG; ++j) {
       const int g = g0 + j * (kThreads / HD);
-      if (g < a.group) merge(M[j], L[j], A[j], sm.m[g], sm.l[g], acc[j]);
+      if (g < VG && nps[g / a.group] > 0) merge(M[j], L[j], A[j], sm.m[g], sm.l[g], acc[j]);
     }
     __syncthreads();  // before the next chunk overwrites shared memory
   }
 #pragma unroll
   for (int j = 0; j < kG; ++j) {
     const int g = g0 + j * (kThreads / HD);
-    if (g < a.group)
-      a.out[(static_cast<int64_t>(t) * a.n_heads + kh * a.group + g) * HD + d] =
-          nk > 0 ? __fdiv_rn(A[j], L[j]) : 0.0f;
+    if (g < VG) {
+      const int r = g / a.group, h = kh * a.group + g % a.group;
+      a.out[(static_cast<int64_t>(t0 + r) * a.n_heads + h) * HD + d] =
+          nks[r] > 0 ? __fdiv_rn(A[j], L[j]) : 0.0f;
+    }
   }
+  __syncthreads();  // shared memory is reused by a following walk_rows
 }
+
+// In-block variant: block (rb * n_kv_heads + kh) takes rows [rb R, rb R + R) (R = a.rows, R * G
+// <= kMaxGroup) of kv head kh. When every row's block-table entries for its own keys equal those
+// of the row with the most keys (rows of one sequence), the rows share each staged key and value
+// (one pass); otherwise they are walked one at a time. Either way each (row, head) gets the
+// single-row schedule, so the bits never depend on R or on the neighbours.
+template <int HD>
+__global__ void __launch_bounds__(kThreads) attn_walk(AttnArgs a, int T) {
+  extern __shared__ __align__(16) uint8_t raw[];
+  auto& sm = *reinterpret_cast<AttnSmem<HD>*>(raw);
+  __shared__ int shared_ok;
+  const int rb = blockIdx.x / a.n_kv_heads, kh = blockIdx.x % a.n_kv_heads;
+  const int t0 = rb * a.rows;
+  const int nr = min(a.rows, T - t0);
+  if (nr > 1) {
+    int tref = t0;
+    for (int r = 1; r < nr; ++r)
+      if (a.n_keys[t0 + r] > a.n_keys[tref]) tref = t0 + r;
+    if (threadIdx.x == 0) shared_ok = 1;
+    __syncthreads();
+    const int bt = a.block_tokens;
+    for (int r = 0; r < nr; ++r) {
+      const int nb = (a.n_keys[t0 + r] + bt - 1) / bt;
+      for (int b = threadIdx.x; b < nb; b += kThreads)
+        if (a.block_tables[(t0 + r) * a.table_stride + b] != a.block_tables[tref * a.table_stride + b])
+          shared_ok = 0;
+    }
+    __syncthreads();
+    if (shared_ok) {
+      walk_rows(sm, a, t0, nr, kh);
+      return;
+    }
+  }
+  for (int r = 0; r < nr; ++r) walk_rows(sm, a, t0 + r, 1, kh);
+}
+
+int rows_override = 0;  // testing::set_attention_rows_override
 
 template <int HD>
 void run(AttnArgs a, int64_t T) {
@@ -289,7 +351,11 @@ void run(AttnArgs a, int64_t T) {
     attn_merge<HD><<<static_cast<unsigned>(T * a.n_heads), HD, 0, stream()>>>(a);
     check_launch("attention (merge)");
   } else {
-    attn_walk<HD><<<static_cast<unsigned>(pairs), kThreads, kSmem, stream()>>>(a);
+    a.rows = rows_override > 0 ? std::min(rows_override, kMaxGroup / a.group)
+                               : kMaxGroup / a.group;
+    const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
+    attn_walk<HD><<<static_cast<unsigned>(blocks), kThreads, kSmem, stream()>>>(
+        a, static_cast<int>(T));
     check_launch("attention (in-block)");
   }
 }
@@ -328,5 +394,9 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
     default: fail("CUDA attention: head_dim ", hd, " is not supported (64, 128 or 256)");
   }
 }
+
+namespace testing {
+void set_attention_rows_override(int rows) { rows_override = rows; }
+}  // namespace testing
 
 }  // namespace lockstep::kernels::cuda

@@ -52,6 +52,24 @@ void synchronize();
 // not supported here (the backend dequantizes them when placing).
 void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y);
 
+// numerics fast: the same y = x W^T (+ bias) through cuBLAS (cublasGemmEx: x rounded to BF16,
+// BF16 weights, FP32 accumulate and output, bias added after by a separate kernel). cuBLAS is
+// loaded at the first call with dlopen("libcublas.so.13"), so nothing needs it to start; throws
+// lockstep::Error naming dlopen's message when it cannot be loaded. Its reduction order is
+// cuBLAS's own choice (it may depend on M): NOT covered by the invariance rule.
+void linear_fast(const float* x, int64_t M, const Weight& w, const float* bias, float* y);
+// True when linear_fast can run (cuBLAS loads and initialises); otherwise false and *why_not.
+bool linear_fast_available(std::string* why_not);
+
+// Tests only: 0 = the tiled linear kernel picks its tile (default); 1, 2, 3 force the 128x256,
+// 128x128 or 64x64 tile for M > 64. Any choice gives the same bits (that is what tests check).
+namespace testing {
+void set_linear_tile_override(int tile);
+// Tests only: 0 = the in-block attention kernel takes kMaxGroup / G rows per block (default);
+// r > 0 caps it at r (1 = one row per block, the old launch). Any choice gives the same bits.
+void set_attention_rows_override(int rows);
+}
+
 // out[i][:] = float(table row ids[i]); table BF16 [V][D] on the device; ids checked by the caller.
 void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out);
 

@@ -17,10 +17,13 @@
 //   MMAs; pieces 1.. hand their accumulators to piece 0 through shared memory. M <= 16 reads x
 //   as FP32 and rounds it in the fragment (one launch); M > 16 first converts x to bf16 (one
 //   small kernel) so the x tile costs half.
-// - tiled (M > 64, prefill): 128 weight rows x 128 tokens per block, 8 warps of 64 x 32,
-//   64 k per stage, 4 stages, ldmatrix from XOR-swizzled shared memory; with S > 1 it closes a
-//   piece at each piece boundary into a second register set (255 registers, a few spills: about
-//   100 TFLOP/s against 240 with S = 1; accumulating the pieces through y instead is the fix).
+// - tiled (M > 64, prefill and mid-size batches): blocks of 128 weight rows x 256 tokens (8 warps
+//   of 64 x 64), 128 x 128 (8 warps of 64 x 32) or 64 x 64 (4 warps of 32 x 32, 3 blocks per SM),
+//   the largest that still gives about one block per SM; 64 k per stage, 4 stages, ldmatrix from
+//   XOR-swizzled shared memory. The k chunks follow the pieces, and at each piece's end its
+//   accumulator is flushed into y in piece order (first piece stores, later pieces add, the last
+//   adds the bias), so y ends with the same ((a0 + a1) + a2) + a3 (+ bias) and only one register
+//   set of accumulators is live.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/mma.cuh"
@@ -229,127 +232,155 @@ __global__ void __launch_bounds__(64 * S) linear_skinny(const uint16_t* __restri
 }
 
 // --- tiled: M > 64 --------------------------------------------------------------------------------
-constexpr int kTBN = 128, kTBM = 128, kTBK = 64, kTStages = 4;
-constexpr int kTRowBytes = kTBK * 2;                            // 128 B
-constexpr int kTStageBytes = (kTBN + kTBM) * kTRowBytes;        // 32 KiB
-constexpr int kTSmem = kTStages * kTStageBytes;                 // 128 KiB
+// Block: BN weight rows x BM tokens, warps of WN x WM, 64 k per stage. The k chunks follow the
+// pieces: piece p is walked in chunks of 64 k starting at p Ks (the last chunk of a piece may hold
+// fewer 16-k steps; none is zero-padded), and when a piece's last chunk is done its accumulator is
+// flushed into y in piece order: piece 0 stores, piece p > 0 stores y + a_p (one FP32 add), the
+// last piece then adds the bias. Each element is read and written by the one thread that owns it,
+// so y holds exactly ((a0 + a1) + a2) + a3 (+ bias), the skinny kernel's merge, and only one
+// accumulator set is live.
+constexpr int kTBK = 64;
+constexpr int kTRowBytes = kTBK * 2;  // 128 B
 
-template <bool SPLIT>
-__global__ void __launch_bounds__(256, 1) linear_tiled(const uint16_t* __restrict__ w,
-                                                       const uint16_t* __restrict__ x, int M,
-                                                       int N, int K, int Ks,
-                                                       const float* __restrict__ bias,
-                                                       float* __restrict__ y) {
+template <int BN, int BM, int WN, int WM, int STAGES, int MINB>
+struct Tiled {
+  static constexpr int kWarpsN = BN / WN, kWarpsM = BM / WM;
+  static constexpr int kThreads = kWarpsN * kWarpsM * 32;
+  static constexpr int kStageBytes = (BN + BM) * kTRowBytes;
+  static constexpr int kSmem = STAGES * kStageBytes;
+  static constexpr int kIA = WN / 16;  // A fragments (16 weight rows) per warp
+  static constexpr int kJB = WM / 8;   // n8 token tiles per warp
+  static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile");
+  static_assert((BN * 8) % kThreads == 0 && (BM * 8) % kThreads == 0, "load split");
+};
+
+template <int BN, int BM, int WN, int WM, int STAGES, int MINB>
+__global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads, MINB)
+    linear_tiled(const uint16_t* __restrict__ w, const uint16_t* __restrict__ x, int M, int N,
+                 int K, int Ks, int S, const float* __restrict__ bias, float* __restrict__ y) {
+  using C = Tiled<BN, BM, WN, WM, STAGES, MINB>;
+  constexpr int IA = C::kIA, JB = C::kJB;
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wn = warp & 1, wm = warp >> 1;  // warp tile: 64 weight rows x 32 tokens
-  const int n0 = blockIdx.x * kTBN, m0 = blockIdx.y * kTBM;
-  const int nk = (K + kTBK - 1) / kTBK;
+  const int wn = warp % C::kWarpsN, wm = warp / C::kWarpsN;
+  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+  const int nkp = (Ks + kTBK - 1) / kTBK;  // chunks per piece
+  const int nk = S * nkp;
   const uint32_t base = smem_addr(smem);
 
   auto load = [&](int stage, int chunk) {
-    const uint32_t ws = base + stage * kTStageBytes;
-    const uint32_t xs = ws + kTBN * kTRowBytes;
-    const int k0 = chunk * kTBK;
+    const uint32_t ws = base + stage * C::kStageBytes;
+    const uint32_t xs = ws + BN * kTRowBytes;
+    const int p = chunk / nkp;
+    const int k0 = p * Ks + (chunk - p * nkp) * kTBK;
+    const int kend = min(K, p * Ks + Ks);
 #pragma unroll
-    for (int i = 0; i < kTBN * 8 / 256; ++i) {
-      const int idx = tid + 256 * i, r = idx >> 3, c = idx & 7;
+    for (int i = 0; i < BN * 8 / C::kThreads; ++i) {
+      const int idx = tid + C::kThreads * i, r = idx >> 3, c = idx & 7;
       const int gk = k0 + c * 8;
-      const bool ok = (n0 + r < N) && (gk < K);
+      const bool ok = (n0 + r < N) && (gk < kend);
       cp_async16(ws + swz(r, c, kTRowBytes), ok ? w + static_cast<int64_t>(n0 + r) * K + gk : w, ok);
     }
 #pragma unroll
-    for (int i = 0; i < kTBM * 8 / 256; ++i) {
-      const int idx = tid + 256 * i, r = idx >> 3, c = idx & 7;
+    for (int i = 0; i < BM * 8 / C::kThreads; ++i) {
+      const int idx = tid + C::kThreads * i, r = idx >> 3, c = idx & 7;
       const int gk = k0 + c * 8;
-      const bool ok = (m0 + r < M) && (gk < K);
+      const bool ok = (m0 + r < M) && (gk < kend);
       cp_async16(xs + swz(r, c, kTRowBytes), ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x, ok);
     }
   };
 
-  float acc[4][4][4], total[SPLIT ? 4 : 1][4][4];
+  float acc[IA][JB][4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < IA; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
-  bool have_total = false;
-  // At a piece boundary: total = acc (first piece) or total + acc; acc = 0.
-  auto close_piece = [&]() {
-    if constexpr (SPLIT) {
+    for (int j = 0; j < JB; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+
+  const int g = lane >> 2, t = lane & 3;
+  // Piece p done: y = a_0 (p = 0) or y + a_p; + bias after the last piece; acc = 0.
+  auto flush = [&](int p) {
+    // N and M through an opaque move, so the compiler cannot hoist this epilogue's addresses out
+    // of the k loop (they would hold registers for the whole walk and spill).
+    int Nf, Mf;
+    asm volatile("mov.b32 %0, %1;" : "=r"(Nf) : "r"(N));
+    asm volatile("mov.b32 %0, %1;" : "=r"(Mf) : "r"(M));
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < IA; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < JB; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            total[i][j][e] = have_total ? __fadd_rn(total[i][j][e], acc[i][j][e]) : acc[i][j][e];
-            acc[i][j][e] = 0.0f;
+        for (int e = 0; e < 4; ++e) {
+          const int n = n0 + wn * WN + i * 16 + g + (e >> 1) * 8;
+          const int m = m0 + wm * WM + j * 8 + 2 * t + (e & 1);
+          if (n < Nf && m < Mf) {
+            float* dst = y + static_cast<int64_t>(m) * Nf + n;
+            float v = acc[i][j][e];
+            if (p > 0) v = __fadd_rn(*dst, v);
+            if (p == S - 1 && bias) v = __fadd_rn(v, bias[n]);
+            *dst = v;
           }
-      have_total = true;
+          acc[i][j][e] = 0.0f;
+        }
+  };
+
+  auto step = [&](uint32_t ws, uint32_t xs, int s) {
+    uint32_t a[IA][4], b[JB / 2][4];
+#pragma unroll
+    for (int i = 0; i < IA; ++i) {
+      const int r = wn * WN + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      ldmatrix_x4(a[i], ws + swz(r, s * 2 + (lane >> 4), kTRowBytes));
     }
+#pragma unroll
+    for (int jj = 0; jj < JB / 2; ++jj) {
+      const int r = wm * WM + jj * 16 + (lane & 7) + (lane >> 4) * 8;
+      ldmatrix_x4(b[jj], xs + swz(r, s * 2 + ((lane >> 3) & 1), kTRowBytes));
+    }
+#pragma unroll
+    for (int i = 0; i < IA; ++i)
+#pragma unroll
+      for (int j = 0; j < JB; ++j)
+        mma_bf16_16816(acc[i][j], a[i], b[j >> 1][(j & 1) * 2], b[j >> 1][(j & 1) * 2 + 1]);
   };
 
 #pragma unroll
-  for (int s = 0; s < kTStages - 1; ++s) {
+  for (int s = 0; s < STAGES - 1; ++s) {
     if (s < nk) load(s, s);
     cp_async_commit();
   }
+  int p = 0, cc = 0;  // piece and chunk within it of chunk kc
   for (int kc = 0; kc < nk; ++kc) {
-    cp_async_wait<kTStages - 2>();
+    cp_async_wait<STAGES - 2>();
     __syncthreads();
     {
-      const int next = kc + kTStages - 1;
-      if (next < nk) load(next % kTStages, next);
+      const int next = kc + STAGES - 1;
+      if (next < nk) load(next % STAGES, next);
       cp_async_commit();
     }
-    const uint32_t ws = base + (kc % kTStages) * kTStageBytes;
-    const uint32_t xs = ws + kTBN * kTRowBytes;
-    const int steps = min(kTBK, K - kc * kTBK) / 16;
+    const uint32_t ws = base + (kc % STAGES) * C::kStageBytes;
+    const uint32_t xs = ws + BN * kTRowBytes;
+    const int k0 = p * Ks + cc * kTBK;
+    const int steps = max(0, min(kTBK, min(K, p * Ks + Ks) - k0)) / 16;
+    if (steps == kTBK / 16) {
 #pragma unroll
-    for (int s = 0; s < kTBK / 16; ++s) {
-      if (s < steps) {
-        if (SPLIT) {
-          const int k = kc * kTBK + s * 16;
-          if (k != 0 && k % Ks == 0) close_piece();
-        }
-        uint32_t a[4][4], b[2][4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = wn * 64 + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-          ldmatrix_x4(a[i], ws + swz(r, s * 2 + (lane >> 4), kTRowBytes));
-        }
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {
-          const int r = wm * 32 + jj * 16 + (lane & 7) + (lane >> 4) * 8;
-          ldmatrix_x4(b[jj], xs + swz(r, s * 2 + ((lane >> 3) & 1), kTRowBytes));
-        }
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            mma_bf16_16816(acc[i][j], a[i], b[j >> 1][(j & 1) * 2], b[j >> 1][(j & 1) * 2 + 1]);
-      }
+      for (int s = 0; s < kTBK / 16; ++s) step(ws, xs, s);
+    } else {
+#pragma unroll 1
+      for (int s = 0; s < steps; ++s) step(ws, xs, s);
+    }
+    if (++cc == nkp) {
+      flush(p);
+      ++p, cc = 0;
     }
   }
   cp_async_wait<0>();
-  close_piece();
-
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int n = n0 + wn * 64 + i * 16 + g + (e >> 1) * 8;
-        const int m = m0 + wm * 32 + j * 8 + 2 * t + (e & 1);
-        if (n < N && m < M) {
-          float v = SPLIT ? total[i][j][e] : acc[i][j][e];
-          if (bias) v = __fadd_rn(v, bias[n]);
-          y[static_cast<int64_t>(m) * N + n] = v;
-        }
-      }
 }
+
+// The tile configurations (all walk K alike; the choice is free).
+using TileBig = Tiled<128, 256, 64, 64, 4, 1>;    // 8 warps of 64 x 64, 192 KiB
+using TileMid = Tiled<128, 128, 64, 32, 4, 1>;    // 8 warps of 64 x 32, 128 KiB
+using TileSmall = Tiled<64, 64, 32, 32, 4, 3>;    // 4 warps of 32 x 32, 64 KiB, 3 blocks per SM
+
+int tile_override = 0;  // testing::set_linear_tile_override
 
 // Raises a kernel's dynamic shared-memory limit, once per kernel (the static lives in each
 // instantiation of this template, one per kernel).
@@ -380,6 +411,45 @@ void launch_skinny(const uint16_t* w, const void* x, int M, int N, int K, int S,
   if (S == 4) launch_skinny3<MT, XF32, 4>(w, x, M, N, K, Ks, bias, y);
   else if (S == 2) launch_skinny3<MT, XF32, 2>(w, x, M, N, K, Ks, bias, y);
   else launch_skinny3<MT, XF32, 1>(w, x, M, N, K, Ks, bias, y);
+}
+
+template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB>
+void launch_tiled_cfg(const uint16_t* w, const uint16_t* x, int M, int N, int K, int Ks, int S,
+                      const float* bias, float* y) {
+  constexpr auto kernel = linear_tiled<BN, BM, WN, WM, STAGES, MINB>;
+  allow_smem<kernel>(C::kSmem);
+  const dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
+  kernel<<<grid, C::kThreads, C::kSmem, stream()>>>(w, x, M, N, K, Ks, S, bias, y);
+  check_launch("linear (tiled kernel)");
+}
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    check(cudaGetDevice(&dev), "linear: get device");
+    check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "linear: SM count");
+    return v > 0 ? v : 1;
+  }();
+  return n;
+}
+
+// The largest tile that still gives about one block per multiprocessor (a free choice: every
+// configuration gives the same bits).
+void launch_tiled(const uint16_t* w, const uint16_t* x, int M, int N, int K, int S,
+                  const float* bias, float* y) {
+  const int Ks = split_len(K, S);
+  auto blocks = [&](int bn, int bm) {
+    return static_cast<int64_t>((N + bn - 1) / bn) * ((M + bm - 1) / bm);
+  };
+  const int64_t want = sm_count() * 9 / 10;
+  int pick = tile_override;
+  if (pick == 0) pick = blocks(128, 256) >= want ? 1 : (blocks(128, 128) >= want ? 2 : 3);
+  if (pick == 1)
+    launch_tiled_cfg<TileBig, 128, 256, 64, 64, 4, 1>(w, x, M, N, K, Ks, S, bias, y);
+  else if (pick == 2)
+    launch_tiled_cfg<TileMid, 128, 128, 64, 32, 4, 1>(w, x, M, N, K, Ks, S, bias, y);
+  else
+    launch_tiled_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(w, x, M, N, K, Ks, S, bias, y);
 }
 
 }  // namespace
@@ -419,16 +489,12 @@ void linear(const float* x, int64_t M, const Weight& w, const float* bias, float
   } else if (M <= 64) {
     launch_skinny<8, false>(wd, xb, m, n, k, S, bias, y);
   } else {
-    const dim3 grid((n + kTBN - 1) / kTBN, (m + kTBM - 1) / kTBM);
-    if (S > 1) {
-      allow_smem<linear_tiled<true>>(kTSmem);
-      linear_tiled<true><<<grid, 256, kTSmem, stream()>>>(wd, xb, m, n, k, split_len(K, S), bias, y);
-    } else {
-      allow_smem<linear_tiled<false>>(kTSmem);
-      linear_tiled<false><<<grid, 256, kTSmem, stream()>>>(wd, xb, m, n, k, k, bias, y);
-    }
-    check_launch("linear (tiled kernel)");
+    launch_tiled(wd, xb, m, n, k, S, bias, y);
   }
 }
+
+namespace testing {
+void set_linear_tile_override(int tile) { tile_override = tile; }
+}  // namespace testing
 
 }  // namespace lockstep::kernels::cuda
