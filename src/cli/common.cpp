@@ -69,6 +69,19 @@ std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t ne
   return load_model(dir, options);
 }
 
+std::unique_ptr<Model> load_draft_model(const std::string& dir, const Model& target,
+                                        int64_t kv_capacity) {
+  ModelOptions o;
+  o.kv_capacity_tokens = kv_capacity;
+  o.device = target.device();  // the draft runs beside its target
+  std::unique_ptr<Model> draft = load_model(dir, o);
+  if (draft->config().vocab_size != target.config().vocab_size)
+    fail("--draft-model ", dir, ": vocabulary of ", draft->config().vocab_size,
+         " tokens, the target's has ", target.config().vocab_size,
+         " (draft and target must share one tokenizer and vocabulary size)");
+  return draft;
+}
+
 std::string default_draft_dir(const std::string& target_dir) {
   const std::string builtin = LOCKSTEP_DEFAULT_MODEL_DIR, draft = LOCKSTEP_DEFAULT_DRAFT_DIR;
   if (!builtin.empty() && std::filesystem::exists(draft + "/config.json") &&

@@ -35,6 +35,11 @@ std::string resolve_model_dir(const ModelFlags& flags);
 // Sets the global thread pool size from --threads and loads the model.
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t needed_tokens = 0);
 
+// Loads the draft model in `dir` beside `target` (same device, `kv_capacity` tokens of KV) and
+// checks that both have one vocabulary (every token either produces, the other must accept).
+std::unique_ptr<Model> load_draft_model(const std::string& dir, const Model& target,
+                                        int64_t kv_capacity);
+
 // The shipped draft model when `target_dir` is the shipped target (else "").
 std::string default_draft_dir(const std::string& target_dir);
 

@@ -39,14 +39,7 @@ ServingBundle load_serving_bundle(const ModelFlags& flags, const SpecFlags& spec
   const std::string draft_dir = !spec.draft_model.empty() ? spec.draft_model : default_draft_dir(b.dir);
   if (spec.spec == "draft" && draft_dir.empty()) fail("--spec draft needs --draft-model DIR");
   if (!draft_dir.empty()) {
-    ModelOptions o;
-    o.kv_capacity_tokens = capacity;
-    o.device = b.model->device();  // the draft runs beside its target
-    b.draft = load_model(draft_dir, o);
-    if (b.draft->config().vocab_size > b.model->config().vocab_size)
-      fail("--draft-model: vocabulary of ", b.draft->config().vocab_size,
-           " tokens is larger than the target's ", b.model->config().vocab_size,
-           " (draft and target must share a tokenizer)");
+    b.draft = load_draft_model(draft_dir, *b.model, capacity);
   }
 
   b.tokenizer = load_tokenizer_if_present(b.dir);

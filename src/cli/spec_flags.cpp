@@ -39,14 +39,8 @@ std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, const std::string& tar
   if (f.spec == "draft") {
     const std::string dir = f.draft_model.empty() ? default_draft_dir(target_dir) : f.draft_model;
     if (dir.empty()) fail("--spec draft needs --draft-model DIR");
-    ModelOptions o;
-    o.kv_capacity_tokens = target.kv_pool().total_blocks() * target.kv_pool().block_tokens();
-    o.device = target.device();  // the draft runs beside its target
-    draft_holder = load_model(dir, o);
-    if (draft_holder->config().vocab_size > target.config().vocab_size)
-      fail("--draft-model: vocabulary of ", draft_holder->config().vocab_size,
-           " tokens is larger than the target's ", target.config().vocab_size,
-           " (draft and target must share a tokenizer)");
+    draft_holder = load_draft_model(
+        dir, target, target.kv_pool().total_blocks() * target.kv_pool().block_tokens());
   }
   return lockstep::make_drafter(f.spec, target, draft_holder.get(), sampling);
 }

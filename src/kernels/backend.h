@@ -148,11 +148,14 @@ class Backend {
   // Gated DeltaNet: every span's tokens, in order, through the per-token step of
   // kernels/gated_delta.h (conv + SiLU, l2-normalised q/k, gates, the delta rule per value head).
   // inputs: [T][token_inputs]; core [T][value_dim] gets the head outputs (null: state only, for
-  // rollback replay). `spans` is a host array. A state's bits never depend on how its tokens were
-  // split into calls or on the other spans.
+  // rollback replay). `spans` [n_spans] is in the backend's memory (a forward uploads every
+  // layer's spans at once: an upload in the middle of a forward would stall the GPU queue);
+  // max_span_tokens >= every span's n. A state's bits never depend on how its tokens were split
+  // into calls or on the other spans.
   virtual void deltanet_step(const DeltaNetShape& s, const float* conv_w, const float* A_log,
                              const float* dt_bias, const float* inputs, int64_t T,
-                             std::span<const DeltaNetSpan> spans, float* core) = 0;
+                             const DeltaNetSpan* spans, int64_t n_spans, int64_t max_span_tokens,
+                             float* core) = 0;
   // y = x / rms(x) * w * silu(z) per row of D (kernels::gated_rms_norm).
   virtual void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D,
                               const float* w, float eps, float* y) = 0;

@@ -169,21 +169,13 @@ class CudaBackend final : public Backend {
   }
   void deltanet_step(const DeltaNetShape& d, const float* conv_w, const float* A_log,
                      const float* dt_bias, const float* inputs, int64_t T,
-                     std::span<const DeltaNetSpan> spans, float* core) override {
-    std::vector<cuda::DeltaNetSpan> host;
-    int32_t longest = 0;
-    for (const DeltaNetSpan& s : spans) {
-      host.push_back({s.conv_state, s.delta_state, s.first, s.n});
-      longest = std::max(longest, s.n);
-    }
-    const size_t bytes = host.size() * sizeof(cuda::DeltaNetSpan);
-    void* dev = allocate(bytes, false);
-    cuda::upload(dev, host.data(), bytes);
+                     const DeltaNetSpan* spans, int64_t n_spans, int64_t max_span_tokens,
+                     float* core) override {
+    static_assert(sizeof(DeltaNetSpan) == sizeof(cuda::DeltaNetSpan));
     const cuda::DeltaNetShape shape{d.nk, d.nv, d.dk, d.dv, d.K};
     cuda::deltanet_step(shape, conv_w, A_log, dt_bias, inputs, T,
-                        static_cast<const cuda::DeltaNetSpan*>(dev),
-                        static_cast<int64_t>(host.size()), longest, core);
-    release(dev);  // stream-ordered reuse is safe
+                        reinterpret_cast<const cuda::DeltaNetSpan*>(spans), n_spans,
+                        max_span_tokens, core);
   }
   void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
                       float eps, float* y) override {

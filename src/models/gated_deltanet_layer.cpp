@@ -95,11 +95,11 @@ void deltanet_project(const DeltaNetWeights& w, const DeltaNetDims& d, const flo
 }
 
 void deltanet_mix(const DeltaNetWeights& w, const DeltaNetDims& d, const float* inputs,
-                  const float* z, int64_t T, std::span<const kernels::DeltaNetSpan> spans,
-                  float eps, float* out, kernels::Backend& be) {
+                  const float* z, int64_t T, const kernels::DeltaNetSpan* spans, int64_t n_spans,
+                  int64_t max_span_tokens, float eps, float* out, kernels::Backend& be) {
   kernels::Floats core = be.array<float>(T * d.value_dim());
-  be.deltanet_step(d, w.conv.data(), w.A_log.data(), w.dt_bias.data(), inputs, T, spans,
-                   core.data());
+  be.deltanet_step(d, w.conv.data(), w.A_log.data(), w.dt_bias.data(), inputs, T, spans, n_spans,
+                   max_span_tokens, core.data());
   be.gated_rms_norm(core.data(), z, T * d.nv, d.dv, w.norm.data(), eps, core.data());
   be.linear(core.data(), T, w.out, nullptr, out);
 }
@@ -108,7 +108,9 @@ void deltanet_replay(const DeltaNetWeights& w, const DeltaNetDims& d, DeltaNetSt
                      const float* inputs, int64_t n, kernels::Backend& be) {
   if (n <= 0) return;
   const kernels::DeltaNetSpan span{s.conv.data(), s.delta.data(), 0, static_cast<int32_t>(n)};
-  be.deltanet_step(d, w.conv.data(), w.A_log.data(), w.dt_bias.data(), inputs, n, {&span, 1},
+  const std::vector<kernels::DeltaNetSpan> host{span};
+  kernels::DeviceArray<kernels::DeltaNetSpan> dev = be.upload(host);
+  be.deltanet_step(d, w.conv.data(), w.A_log.data(), w.dt_bias.data(), inputs, n, dev.data(), 1, n,
                    nullptr);
 }
 

@@ -46,10 +46,10 @@ void deltanet_project(const DeltaNetWeights& w, const DeltaNetDims& d, const flo
                       float* inputs, float* z, kernels::Backend& be);
 
 // out[T][hidden] = the token mixer over rows whose inputs/z come from deltanet_project. Each
-// span's tokens run in order through its state.
+// span's tokens run in order through its state; spans [n_spans] in the backend's memory.
 void deltanet_mix(const DeltaNetWeights& w, const DeltaNetDims& d, const float* inputs,
-                  const float* z, int64_t T, std::span<const kernels::DeltaNetSpan> spans,
-                  float eps, float* out, kernels::Backend& be);
+                  const float* z, int64_t T, const kernels::DeltaNetSpan* spans, int64_t n_spans,
+                  int64_t max_span_tokens, float eps, float* out, kernels::Backend& be);
 
 // Replays tokens (their saved inputs [n][token_inputs()]) into a state, without outputs.
 void deltanet_replay(const DeltaNetWeights& w, const DeltaNetDims& d, DeltaNetState& s,

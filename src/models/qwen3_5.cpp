@@ -4,6 +4,8 @@
 // norm (gated_deltanet_layer.cpp).
 #include "models/qwen3_5.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "models/attention_layer.h"
 #include "models/forward_common.h"
@@ -162,7 +164,19 @@ class HybridModel final : public Model {
     }
 
     kernels::Floats inputs = be.array<float>(T * TI), z = be.array<float>(T * dims_.value_dim());
-    std::vector<kernels::DeltaNetSpan> spans(items.size());
+    // Every linear layer's spans, uploaded once: [linear layer][item].
+    const int64_t n_items = static_cast<int64_t>(items.size());
+    std::vector<kernels::DeltaNetSpan> host_spans;
+    int64_t longest = 0;
+    for (int64_t l = 0; l < n_linear_; ++l)
+      for (int64_t i = 0; i < n_items; ++i) {
+        DeltaNetState& s = states[i]->layers[l];
+        const int64_t n = static_cast<int64_t>(items[i].tokens.size());
+        host_spans.push_back({s.conv.data(), s.delta.data(),
+                              static_cast<int32_t>(b.item_first[i]), static_cast<int32_t>(n)});
+        longest = std::max(longest, n);
+      }
+    const kernels::DeviceArray<kernels::DeltaNetSpan> spans = be.upload(host_spans);
     for (const HybridLayer& L : layers_) {
       be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
       if (L.kind == LayerKind::FullAttention) {
@@ -171,14 +185,12 @@ class HybridModel final : public Model {
         deltanet_project(L.deltanet, dims_, h.data(), T, inputs.data(), z.data(), be);
         for (size_t i = 0; i < items.size(); ++i) {
           const int64_t first = b.item_first[i], n = static_cast<int64_t>(items[i].tokens.size());
-          DeltaNetState& s = states[i]->layers[L.index];
-          spans[i] = {s.conv.data(), s.delta.data(), static_cast<int32_t>(first),
-                      static_cast<int32_t>(n)};
           if (items[i].keep_rollback)
             be.copy(states[i]->log[L.index].data(), inputs.data() + first * TI,
                     n * TI * sizeof(float));
         }
-        deltanet_mix(L.deltanet, dims_, inputs.data(), z.data(), T, spans, eps, delta.data(), be);
+        deltanet_mix(L.deltanet, dims_, inputs.data(), z.data(), T,
+                     spans.data() + L.index * n_items, n_items, longest, eps, delta.data(), be);
       }
       be.add(x.data(), delta.data(), T * H);
       be.rms_norm(x.data(), T, H, L.post_attention_norm.data(), eps, true, h.data());

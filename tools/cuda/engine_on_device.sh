@@ -10,8 +10,7 @@ cd "$root"
 out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out"
 carry="$root/.cuda-carry-engine"
-export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-bin="$carry/bin/lockstep"
+bin="$carry/bin/run-lockstep"  # sets LD_LIBRARY_PATH for lockstep alone (pack_engine.sh)
 mode="${1:-full}"
 work=/tmp/lockstep-cuda
 mkdir -p "$work"
@@ -24,20 +23,35 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 nvidia-smi -L | tee -a "$summary"
 "$bin" --version 2>/dev/null | head -1
 
+# 0. The GPU op tests (tests/cuda, when packed): per-op invariance and accuracy on the GPU.
+if [ -x "$carry/bin/run-cuda_tests" ]; then
+  stamp "cuda_tests"
+  timeout 180 "$carry/bin/run-cuda_tests" >"$out/cuda_tests.log" 2>&1
+  note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$out/cuda_tests.log" | head -20 | tee -a "$summary"
+fi
+
 # 1. The shipped dense model (qwen3, 8k vocab) as target, a random tiny qwen3 as its draft (it
 #    proposes poorly, so rejections and rollbacks are exercised): the gate on the GPU.
 stamp "gate: shipped draft model on cuda"
 "$bin" make-random --like tiny-qwen3 -o "$work/tiny-draft" --seed 7 >/dev/null
-"$bin" verify --device cuda -m models/lockstep-draft-3m --draft-model "$work/tiny-draft" \
-  --prompts tests/gate/prompts.jsonl -n 64 >"$out/gate_shipped.log" 2>&1
-note "gate shipped-draft-3m (cuda): $(grep -E '^(PASS|FAIL)' "$out/gate_shipped.log" | head -1)"
+timeout 150 "$bin" verify --device cuda -m models/lockstep-draft-3m --draft-model "$work/tiny-draft" \
+  --prompts tests/gate/prompts.jsonl -n 64 >"$out/gate_shipped_dense.log" 2>&1
+note "gate shipped draft-3m as target (cuda): $(grep -E '^(PASS|FAIL)|error' "$out/gate_shipped_dense.log" | head -1)"
+
+# 1b. The shipped target (Qwen3.5 hybrid with its MTP head) and the shipped draft: the CI gate's
+#     prompts on the GPU (MTP, draft and lookup at every width, batched, chunked, seeded).
+stamp "gate: shipped target on cuda"
+timeout 240 "$bin" verify --device cuda --prompts tests/gate/prompts.jsonl -n 64 \
+  >"$out/gate_shipped_target.log" 2>&1
+note "gate shipped code-16m + draft-3m (cuda): $(grep -E '^(PASS|FAIL)|error' "$out/gate_shipped_target.log" | head -1)"
 
 # 2. CPU versus GPU tokens on the same model (reported, not required to be bitwise equal).
 stamp "cpu vs gpu agreement"
-python3 - "$bin" >"$out/agreement.log" 2>&1 <<'PY'
+timeout 120 python3 - "$bin" >"$out/agreement.log" 2>&1 <<'PY'
 import json, subprocess, sys
 bin = sys.argv[1]
-prompts = [json.loads(l) for l in open("tests/gate/prompts.jsonl")]
+prompts = [json.loads(l) for l in open("tests/gate/prompts.jsonl")][:10]
 same = 0; prefix = []
 for p in prompts:
     text = p if isinstance(p, str) else p.get("prompt")
@@ -66,9 +80,22 @@ r = random.Random(5)
 for i in range(6):
     print(json.dumps({'ids': [r.randrange(151936) for _ in range(r.randrange(8, 200))]}))
 " >"$work/ids.jsonl"
-"$bin" verify --device cuda -m "$work/q06" --draft-model "$work/q06-draft" \
+timeout 150 "$bin" verify --device cuda -m "$work/q06" --draft-model "$work/q06-draft" \
   --prompts "$work/ids.jsonl" -n 32 >"$out/gate_q06.log" 2>&1
-note "gate random qwen3-0.6b (cuda): $(grep -E '^(PASS|FAIL)' "$out/gate_q06.log" | head -1)"
+note "gate random qwen3-0.6b (cuda): $(grep -E '^(PASS|FAIL)|error' "$out/gate_q06.log" | head -1)"
+
+# 3b. Random Qwen3.5-0.8B-shaped hybrid (with MTP head): lookup and MTP speculation.
+stamp "gate: random qwen3.5-0.8b on cuda"
+"$bin" make-random --like qwen3.5-0.8b -o "$work/q35" --seed 1 >/dev/null
+python3 -c "
+import json, random
+r = random.Random(6)
+for i in range(6):
+    print(json.dumps({'ids': [r.randrange(248320) for _ in range(r.randrange(8, 200))]}))
+" >"$work/ids35.jsonl"
+timeout 150 "$bin" verify --device cuda -m "$work/q35" --prompts "$work/ids35.jsonl" -n 32 \
+  >"$out/gate_q35.log" 2>&1
+note "gate random qwen3.5-0.8b (cuda): $(grep -E '^(PASS|FAIL)|error' "$out/gate_q35.log" | head -1)"
 
 # 4. Benchmarks: the BF16 tensor-core peak through cuBLAS (PyTorch), then lockstep bench.
 stamp "peak"
@@ -86,10 +113,11 @@ PY
 )
 export LOCKSTEP_GPU_PEAK_TFLOPS="$peak"
 note "cuBLAS bf16 8192^3 (PyTorch): $peak TFLOP/s"
-for like in qwen3-0.6b qwen3-8b; do
+for like in qwen3-8b qwen3-0.6b qwen3.5-0.8b; do
   stamp "bench $like"
   [ -d "$work/$like" ] || "$bin" make-random --like "$like" -o "$work/$like" --seed 3 >/dev/null
-  "$bin" bench --device cuda -m "$work/$like" -p 2048 -n 128 -r 3 >"$out/bench_$like.log" 2>&1
+  timeout 120 "$bin" bench --device cuda -m "$work/$like" -p 2048 -n 128 -r 3 \
+    >"$out/bench_$like.log" 2>&1
   note "bench $like: $(grep -E '^(prefill|decode) ' "$out/bench_$like.log" | tr -s ' ' | tr '\n' '|')"
 done
 stamp "done"

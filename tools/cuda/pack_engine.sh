@@ -12,10 +12,20 @@ out="$root/.cuda-carry-engine"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build/lockstep" "$out/bin/"
+# The GPU op tests too, when that build has them (-DLOCKSTEP_TESTS=ON, target cuda_tests).
+[ -x "$build/tests/cuda_tests" ] && cp "$build/tests/cuda_tests" "$out/bin/"
 ldd "$build/lockstep" | awk '/=> \// {print $1, $3}' | while read -r name path; do
   case "$name" in
     libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
     *) cp -L "$path" "$out/lib/$name" ;;
   esac
+done
+# Wrappers that find the carried libraries without exporting LD_LIBRARY_PATH to everything else
+# (PyTorch on that machine must keep its own libssl / libz).
+for b in lockstep cuda_tests; do
+  [ -x "$out/bin/$b" ] || continue
+  printf '#!/bin/sh\nd="$(cd "$(dirname "$0")" && pwd)"\nLD_LIBRARY_PATH="$d/../lib" exec "$d/%s" "$@"\n' \
+    "$b" >"$out/bin/run-$b"
+  chmod +x "$out/bin/run-$b"
 done
 du -sh "$out"

@@ -148,7 +148,9 @@ class CpuBackend final : public Backend {
   // each (span, head) pair runs all of that span's tokens in order on one thread.
   void deltanet_step(const DeltaNetShape& d, const float* conv_w, const float* A_log,
                      const float* dt_bias, const float* inputs, int64_t T,
-                     std::span<const DeltaNetSpan> spans, float* core) override {
+                     const DeltaNetSpan* span_array, int64_t n_spans, int64_t /*max_span_tokens*/,
+                     float* core) override {
+    const std::span<const DeltaNetSpan> spans(span_array, static_cast<size_t>(n_spans));
     const int64_t TI = d.token_inputs(), P = d.conv_dim() + 2 * d.nv, VD = d.value_dim();
     std::vector<float> prepared(T * P);
     for (const DeltaNetSpan& s : spans)
