@@ -148,3 +148,23 @@ void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_strid
              int64_t cols);
 
 }  // namespace lockstep::kernels::cuda
+
+// --- CUDA graphs (kernels/cuda_backend.cpp replays decode steps) ---------------------------------
+namespace lockstep::kernels::cuda {
+
+// Page-locked host memory: an upload from it can be recorded in a graph (its contents are read
+// when the graph runs).
+void* malloc_pinned(size_t bytes);
+void free_pinned(void* p);
+// Records the ops enqueued on the stream from begin_capture() to end_capture() into an
+// executable graph (returned as an opaque handle). Nothing recorded runs until launch_graph().
+void begin_capture();
+void* end_capture();
+void abort_capture();  // ends a capture that failed part-way and drops it
+void launch_graph(void* graph);
+void destroy_graph(void* graph);
+// Counts how often the library's internal scratch buffers were reallocated: a graph recorded
+// before a reallocation points at freed memory and must not be launched again.
+uint64_t scratch_generation();
+
+}  // namespace lockstep::kernels::cuda

@@ -1,4 +1,5 @@
 // Device discovery, memory, copies and the one stream (cuda_ops.h).
+#include <atomic>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -24,6 +25,8 @@ cudaStream_t stream() {
   return s;
 }
 
+std::atomic<uint64_t> scratch_reallocations{0};
+
 void* scratch(int slot, size_t bytes) {
   static std::mutex mu;
   static std::vector<std::pair<void*, size_t>> slots;
@@ -34,6 +37,7 @@ void* scratch(int slot, size_t bytes) {
     // Kernels already enqueued may still use the old buffer.
     check(cudaStreamSynchronize(stream()), "synchronize (scratch grow)");
     if (s.first) check(cudaFree(s.first), "free (scratch grow)");
+    scratch_reallocations.fetch_add(1);  // graphs recorded with the old buffer are stale
     s.first = nullptr;
     s.second = 0;
     const size_t want = bytes + bytes / 4;
@@ -125,6 +129,8 @@ void fill_zero(void* dst, size_t bytes) {
   if (bytes == 0) return;
   check(cudaMemsetAsync(dst, 0, bytes, detail::stream()), "fill_zero");
 }
+
+uint64_t scratch_generation() { return detail::scratch_reallocations.load(); }
 
 void synchronize() { check(cudaStreamSynchronize(detail::stream()), "synchronize"); }
 
