@@ -304,20 +304,33 @@ __global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads,
     int Nf, Mf;
     asm volatile("mov.b32 %0, %1;" : "=r"(Nf) : "r"(N));
     asm volatile("mov.b32 %0, %1;" : "=r"(Mf) : "r"(M));
+    const int nb = n0 + wn * WN + g, mb = m0 + wm * WM + 2 * t;
+    // All loads of y first (acc = y + a_p), then all stores: a load placed after a store that
+    // might alias it (the compiler cannot tell, with N opaque) would wait a full L2 round trip
+    // per element.
+    if (p > 0) {
+#pragma unroll
+      for (int i = 0; i < IA; ++i)
+#pragma unroll
+        for (int j = 0; j < JB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int n = nb + i * 16 + (e >> 1) * 8, m = mb + j * 8 + (e & 1);
+            if (n < Nf && m < Mf)
+              acc[i][j][e] = __fadd_rn(y[static_cast<int64_t>(m) * Nf + n], acc[i][j][e]);
+          }
+    }
 #pragma unroll
     for (int i = 0; i < IA; ++i)
 #pragma unroll
       for (int j = 0; j < JB; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int n = n0 + wn * WN + i * 16 + g + (e >> 1) * 8;
-          const int m = m0 + wm * WM + j * 8 + 2 * t + (e & 1);
+          const int n = nb + i * 16 + (e >> 1) * 8, m = mb + j * 8 + (e & 1);
           if (n < Nf && m < Mf) {
-            float* dst = y + static_cast<int64_t>(m) * Nf + n;
             float v = acc[i][j][e];
-            if (p > 0) v = __fadd_rn(*dst, v);
             if (p == S - 1 && bias) v = __fadd_rn(v, bias[n]);
-            *dst = v;
+            y[static_cast<int64_t>(m) * Nf + n] = v;
           }
           acc[i][j][e] = 0.0f;
         }
