@@ -98,6 +98,16 @@ class Backend {
   virtual void download(void* host_dst, const void* src, size_t bytes) = 0;  // waits for ops
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
 
+  // Recorded steps. A forward whose sequence of ops (and every op's arguments) is a function of
+  // `key` may bracket itself with begin_step(key) / end_step(): the CUDA backend runs the first
+  // such step normally, records the second into a CUDA graph and replays the graph from then on
+  // (ops become no-ops on the host; uploads still copy their data), checking each op against the
+  // recording. Memory allocated inside a step must not outlive it. The CPU backend ignores both.
+  // end_step(completed): false when the forward is unwinding from an error (nothing recorded is
+  // run then); a completed step that made no download yet runs (or records and runs) here.
+  virtual void begin_step(const std::string& /*key*/) {}
+  virtual void end_step(bool /*completed*/) {}
+
   // A weight as this backend computes with it: the CPU uses the checkpoint's (mapped) bytes in
   // place; CUDA keeps a device copy (BF16) owned by the backend for its lifetime.
   virtual Weight place(const Weight& host) = 0;

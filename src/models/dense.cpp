@@ -69,7 +69,10 @@ class DenseModel final : public Model {
     const ModelConfig& c = config_;
     const int64_t H = c.hidden_size;
     kernels::Backend& be = *be_;
-    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be);
+    const std::string key = graph_key("dense", items);
+    RecordedStep step(be, key);
+    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
+                                !key.empty());
     const int64_t T = static_cast<int64_t>(b.tokens.size());
     const float eps = static_cast<float>(c.rms_norm_eps);
     kernels::Floats x = be.array<float>(T * H), h = be.array<float>(T * H),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -9,7 +10,7 @@ namespace lockstep {
 
 FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
                         const kernels::RopeTable& rope, int64_t max_positions, int64_t vocab,
-                        kernels::Backend& be) {
+                        kernels::Backend& be, bool recorded) {
   FlatBatch b;
   std::set<const SequenceState*> seen;
   for (const ForwardItem& it : items) {
@@ -26,11 +27,16 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
   for (const ForwardItem& it : items)
     pool.reserve(it.seq->kv_blocks, it.seq->length + static_cast<int64_t>(it.tokens.size()));
 
-  int64_t stride = 1;
-  for (const ForwardItem& it : items)
+  int64_t stride = 1, max_keys = 0;
+  for (const ForwardItem& it : items) {
     stride = std::max<int64_t>(stride, static_cast<int64_t>(it.seq->kv_blocks.size()));
+    max_keys = std::max<int64_t>(max_keys, it.seq->length + static_cast<int64_t>(it.tokens.size()));
+  }
+  if (recorded) {  // both from the key alone (attention's bits never depend on either)
+    max_keys = (max_keys + kKeyBucket - 1) / kKeyBucket * kKeyBucket;
+    stride = std::max(stride, (max_keys + pool.block_tokens() - 1) / pool.block_tokens());
+  }
   std::vector<int32_t> slots, tables, n_keys;
-  int64_t max_keys = 0;
   for (const ForwardItem& it : items) {
     b.item_first.push_back(static_cast<int64_t>(b.tokens.size()));
     const std::vector<int32_t>& blocks = it.seq->kv_blocks;
@@ -43,7 +49,6 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
       tables.resize(at + stride, 0);
       std::copy(blocks.begin(), blocks.end(), tables.begin() + at);
       n_keys.push_back(static_cast<int32_t>(pos + 1));
-      max_keys = std::max(max_keys, pos + 1);
     }
   }
   const int64_t T = static_cast<int64_t>(b.tokens.size());
@@ -56,6 +61,24 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
   b.rows.cos_sin = be.upload(cos_sin);
   b.rows.attn = {b.rows.tables.data(), stride, b.rows.n_keys.data(), max_keys};
   return b;
+}
+
+std::string graph_key(std::string_view model, std::span<const ForwardItem> items,
+                      bool recordable) {
+  int64_t total = 0, max_keys = 0;
+  std::ostringstream key;
+  key << model;
+  for (const ForwardItem& it : items) {
+    const int64_t n = static_cast<int64_t>(it.tokens.size());
+    total += n;
+    max_keys = std::max(max_keys, it.seq->length + n);
+    key << '|' << n << (it.logits == ForwardItem::Logits::None   ? 'n'
+                        : it.logits == ForwardItem::Logits::Last ? 'l'
+                                                                 : 'a');
+  }
+  if (!recordable || total > kRecordedMaxTokens) return "";
+  key << "|k" << (max_keys + kKeyBucket - 1) / kKeyBucket;
+  return key.str();
 }
 
 ForwardResult finish_forward(std::span<const ForwardItem> items, const FlatBatch& batch,

@@ -2,6 +2,7 @@
 // KV blocks, rotary tables, and turning the final hidden states into the requested outputs.
 #pragma once
 
+#include <exception>
 #include <span>
 #include <vector>
 
@@ -20,9 +21,34 @@ struct FlatBatch {
 
 // Validates items (and token ids against `vocab`), reserves KV blocks for every new position, and
 // fills positions, KV slots, block tables and cos/sin for all rows in the backend's memory.
+// A recorded step (graph_key) pads the block tables and rounds the attention key bound up so
+// that both depend only on the key.
 FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
                         const kernels::RopeTable& rope, int64_t max_positions, int64_t vocab,
-                        kernels::Backend& be);
+                        kernels::Backend& be, bool recorded = false);
+
+// The key of a forward that a backend may record and replay (Backend::begin_step): the items'
+// token counts and output modes and the attention bound rounded up to kKeyBucket positions;
+// "" when the call is too large to be worth recording (prefill) or `recordable` is false.
+inline constexpr int64_t kRecordedMaxTokens = 32, kKeyBucket = 256;
+std::string graph_key(std::string_view model, std::span<const ForwardItem> items,
+                      bool recordable = true);
+
+// Brackets a forward with begin_step / end_step (end_step also when the forward throws).
+class RecordedStep {
+ public:
+  RecordedStep(kernels::Backend& be, const std::string& key)
+      : be_(be), exceptions_(std::uncaught_exceptions()) {
+    be_.begin_step(key);
+  }
+  ~RecordedStep() { be_.end_step(std::uncaught_exceptions() == exceptions_); }
+  RecordedStep(const RecordedStep&) = delete;
+  RecordedStep& operator=(const RecordedStep&) = delete;
+
+ private:
+  kernels::Backend& be_;
+  int exceptions_;
+};
 
 // Final norm and lm_head on the rows the items asked for, copied to the host; advances each
 // sequence's length. x: [rows][hidden] in the backend's memory.

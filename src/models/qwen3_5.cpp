@@ -127,7 +127,14 @@ class HybridModel final : public Model {
     const int64_t H = c.hidden_size, TI = dims_.token_inputs();
     kernels::Backend& be = *be_;
     // Validates ids before any state changes.
-    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be);
+    // Recorded (CUDA graph) unless an item keeps rollback data: that allocates state copies
+    // which must outlive the step.
+    bool recordable = true;
+    for (const ForwardItem& it : items) recordable = recordable && !it.keep_rollback;
+    const std::string key = graph_key("hybrid", items, recordable);
+    RecordedStep step(be, key);
+    FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
+                                !key.empty());
     const int64_t T = static_cast<int64_t>(b.tokens.size());
     const float eps = static_cast<float>(c.rms_norm_eps);
     kernels::Floats x = be.array<float>(T * H), h = be.array<float>(T * H),

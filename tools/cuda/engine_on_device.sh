@@ -11,6 +11,11 @@ out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out"
 carry="$root/.cuda-carry-engine"
 bin="$carry/bin/run-lockstep"  # sets LD_LIBRARY_PATH for lockstep alone (pack_engine.sh)
+# --numerics fast dlopens libcublas.so.13 (too large to carry): the image's toolkit or pip wheel.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+  $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
+  [ -e "$d/libcublas.so.13" ] && export LOCKSTEP_CUBLAS_DIR="$d" && break
+done
 mode="${1:-full}"
 work=/tmp/lockstep-cuda
 mkdir -p "$work"
@@ -31,11 +36,11 @@ if [ -x "$carry/bin/run-cuda_tests" ]; then
   grep -E '^\[  FAILED  \]' "$out/cuda_tests.log" | head -20 | tee -a "$summary"
 fi
 
-# 1. The shipped dense model (qwen3, 8k vocab) as target, a random tiny qwen3 as its draft (it
-#    proposes poorly, so rejections and rollbacks are exercised): the gate on the GPU.
+# 1. The shipped dense model (qwen3, 8k vocab) as target, its own 4-bit quantization as the draft
+#    (it proposes well but not perfectly, so acceptance and rejection are both exercised).
 stamp "gate: shipped draft model on cuda"
-"$bin" make-random --like tiny-qwen3 -o "$work/tiny-draft" --seed 7 >/dev/null
-timeout 150 "$bin" verify --device cuda -m models/lockstep-draft-3m --draft-model "$work/tiny-draft" \
+"$bin" quantize -m models/lockstep-draft-3m -o "$work/draft-q4" --bits 4 >/dev/null
+timeout 150 "$bin" verify --device cuda -m models/lockstep-draft-3m --draft-model "$work/draft-q4" \
   --prompts tests/gate/prompts.jsonl -n 64 >"$out/gate_shipped_dense.log" 2>&1
 note "gate shipped draft-3m as target (cuda): $(grep -E '^(PASS|FAIL)|error' "$out/gate_shipped_dense.log" | head -1)"
 
@@ -118,6 +123,16 @@ for like in qwen3-8b qwen3-0.6b qwen3.5-0.8b; do
   [ -d "$work/$like" ] || "$bin" make-random --like "$like" -o "$work/$like" --seed 3 >/dev/null
   timeout 120 "$bin" bench --device cuda -m "$work/$like" -p 2048 -n 128 -r 3 \
     >"$out/bench_$like.log" 2>&1
+  if [ "$like" != qwen3-8b ]; then  # what CUDA graphs save on a small model
+    LOCKSTEP_CUDA_GRAPHS=0 timeout 120 "$bin" bench --device cuda -m "$work/$like" -p 512 -n 128 \
+      -r 3 >"$out/bench_${like}_nograph.log" 2>&1
+    note "bench $like without graphs: $(grep -E '^decode |error' "$out/bench_${like}_nograph.log" | tr -s ' ')"
+  fi
+  if [ "$like" = qwen3-8b ] && [ -n "${LOCKSTEP_CUBLAS_DIR:-}" ]; then  # exact vs fast (cuBLAS)
+    LD_LIBRARY_PATH="$LOCKSTEP_CUBLAS_DIR" timeout 120 "$bin" bench --device cuda -m "$work/$like" \
+      -p 2048 -n 128 -r 3 --numerics fast >"$out/bench_${like}_fast.log" 2>&1
+    note "bench $like fast: $(grep -E '^(prefill|decode) |error' "$out/bench_${like}_fast.log" | tr -s ' ' | tr '\n' '|')"
+  fi
   note "bench $like: $(grep -E '^(prefill|decode) ' "$out/bench_$like.log" | tr -s ' ' | tr '\n' '|')"
 done
 stamp "done"

@@ -24,8 +24,11 @@ done
 # (PyTorch on that machine must keep its own libssl / libz).
 for b in lockstep cuda_tests; do
   [ -x "$out/bin/$b" ] || continue
-  printf '#!/bin/sh\nd="$(cd "$(dirname "$0")" && pwd)"\nLD_LIBRARY_PATH="$d/../lib" exec "$d/%s" "$@"\n' \
-    "$b" >"$out/bin/run-$b"
+  cat >"$out/bin/run-$b" <<EOF
+#!/bin/sh
+d="\$(cd "\$(dirname "\$0")" && pwd)"
+LD_LIBRARY_PATH="\$d/../lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "\$d/$b" "\$@"
+EOF
   chmod +x "$out/bin/run-$b"
 done
 du -sh "$out"
