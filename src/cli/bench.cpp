@@ -116,6 +116,14 @@ double peak_rss_mib() {
 }
 
 void print_machine(const json& m) {
+  if (m["threads"].get<int>() == 0) {  // a GPU (measure_gpu)
+    std::printf("machine: %s: copy %.1f GB/s (spread %.0f%%), BF16 tensor peak %.1f TFLOP/s "
+                "($LOCKSTEP_GPU_PEAK_TFLOPS)\n",
+                m["cpu"].get<std::string>().c_str(), m["read_gbps"]["median"].get<double>(),
+                100 * m["read_gbps"]["spread"].get<double>(),
+                m["fma_gflops"]["median"].get<double>() / 1000);
+    return;
+  }
   std::printf("machine: %s, %d threads: read %.1f GB/s (spread %.0f%%), FMA %.1f GFLOP/s (spread %.0f%%)\n",
               m["cpu"].get<std::string>().c_str(), m["threads"].get<int>(),
               m["read_gbps"]["median"].get<double>(), 100 * m["read_gbps"]["spread"].get<double>(),

@@ -13,6 +13,9 @@
 // recorded ops is an internal error (the graph is dropped, never silently misused).
 #ifdef LOCKSTEP_HAVE_CUDA
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +63,16 @@ struct Trace {
   }
   Trace& operator<<(const Weight& w) { return *this << w.data << w.rows << w.cols; }
 };
+
+// The checkpoint's pages for [p, p + bytes), once the GPU holds its own copy: dropped, so host
+// memory does not keep a second copy of the model (the mapping is read-only and file-backed; a
+// page shared with a neighbouring tensor is simply read again if that tensor is used).
+void drop_host_pages(const void* p, size_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 // Row r of a host weight as float32 (any dtype or the affine format).
 void host_row(const Weight& w, int64_t r, float* out) {
@@ -204,6 +217,9 @@ class CudaBackend final : public Backend {
         cuda::synchronize();  // buf is reused
       }
     }
+    // Float weights are views of the mapped checkpoint; quantized ones may be heap copies made by
+    // --quantize, whose pages must not be dropped (anonymous memory would read back as zeros).
+    if (host.quant == QuantFormat::None) drop_host_pages(host.data, host.bytes());
     w.data = dev;
     placed_[host.data] = w;
     return w;
@@ -224,6 +240,10 @@ class CudaBackend final : public Backend {
       return;
     }
     cuda::linear(x, M, w, bias, y);
+  }
+  // One linear() per weight: each records (or is checked against) its own trace entry.
+  void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs) override {
+    for (const LinearOut& o : outs) linear(x, M, *o.w, o.bias, o.y);
   }
   void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
     if (skip(Trace() << 11 << table << ids << n << out)) return;
