@@ -152,6 +152,8 @@ class CudaBackend final : public Backend {
     LOCKSTEP_CHECK(mode_ == Mode::Eager, "nested begin_step");
     if (key.empty() || !graphs_enabled_) return;
     if (graph_generation_ != cuda::scratch_generation()) drop_graphs();  // stale addresses
+    // A server's batches come in many shapes; bound what the recordings hold.
+    if (graphs_.size() >= kMaxGraphs && !graphs_.count(key)) drop_graphs();
     Graph& g = graphs_[key];
     arena_used_ = staging_used_ = 0;
     pos_ = 0;
@@ -372,6 +374,7 @@ class CudaBackend final : public Backend {
   }
 
   // The step arena (device) and staging area (pinned host): bump allocation, reset per step.
+  static constexpr size_t kMaxGraphs = 256;
   static constexpr size_t kArenaBytes = size_t{512} << 20, kStagingBytes = size_t{32} << 20;
   void ensure_arena() {
     if (!arena_) arena_ = static_cast<char*>(cuda::malloc_device(kArenaBytes));
