@@ -131,6 +131,9 @@ class Backend {
 
   // Ops: as kernels/ops.h, every pointer in this backend's memory.
   virtual void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) = 0;
+  // Several weights against the same x (kernels::linear_multi): each y bitwise equal to a separate
+  // linear() call on this backend; the CPU does them in one pool call over the union of rows.
+  virtual void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs) = 0;
   // ids were range-checked by the caller.
   virtual void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
   virtual void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps,

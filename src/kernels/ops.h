@@ -43,6 +43,18 @@ struct Weight {
 void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y,
             ThreadPool& pool);
 
+// One weight of a linear_multi call: y = x W^T (+ bias), as linear() computes it.
+struct LinearOut {
+  const Weight* w;
+  const float* bias;  // may be null
+  float* y;           // [M][w->rows]
+};
+// Several weights against the same x ([M][K], every w->cols == K), in one pool call over the
+// union of their output rows: each y gets exactly the bits of a separate linear() call (the same
+// per-element schedule; quantized and float weights may be mixed). Saves a pool hand-off per
+// weight in decode.
+void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs, ThreadPool& pool);
+
 // Row m of `table` (an embedding matrix [V][D]) converted to float32, for each id.
 void embedding(const Weight& table, std::span<const int32_t> ids, float* out);
 

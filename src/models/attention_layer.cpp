@@ -45,9 +45,10 @@ void attention_forward(const AttentionWeights& w, const ModelConfig& c, const fl
   const int64_t qd = nh * hd, kvd = nkv * hd;
   kernels::Floats qg = be.array<float>(T * w.q.rows), k = be.array<float>(T * kvd),
                   v = be.array<float>(T * kvd);
-  be.linear(h, T, w.q, data_or_null(w.q_bias), qg.data());
-  be.linear(h, T, w.k, data_or_null(w.k_bias), k.data());
-  be.linear(h, T, w.v, data_or_null(w.v_bias), v.data());
+  const kernels::LinearOut qkv[] = {{&w.q, data_or_null(w.q_bias), qg.data()},
+                                     {&w.k, data_or_null(w.k_bias), k.data()},
+                                     {&w.v, data_or_null(w.v_bias), v.data()}};
+  be.linear_multi(h, T, qkv);
 
   kernels::Floats q, gate;
   if (w.gated) {  // per head: [query (hd) | gate (hd)]
@@ -94,8 +95,9 @@ MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::str
 void mlp_forward(const MlpWeights& w, const float* h, int64_t T, float* out, kernels::Backend& be) {
   const int64_t I = w.gate.rows;
   kernels::Floats g = be.array<float>(T * I), u = be.array<float>(T * I);
-  be.linear(h, T, w.gate, data_or_null(w.gate_bias), g.data());
-  be.linear(h, T, w.up, data_or_null(w.up_bias), u.data());
+  const kernels::LinearOut gate_up[] = {{&w.gate, data_or_null(w.gate_bias), g.data()},
+                                         {&w.up, data_or_null(w.up_bias), u.data()}};
+  be.linear_multi(h, T, gate_up);
   be.silu_mul(g.data(), u.data(), g.data(), T * I);
   be.linear(g.data(), T, w.down, data_or_null(w.down_bias), out);
 }

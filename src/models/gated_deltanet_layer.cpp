@@ -65,10 +65,11 @@ void deltanet_project(const DeltaNetWeights& w, const DeltaNetDims& d, const flo
   if (!w.fused) {
     kernels::Floats qkv = be.array<float>(T * C), a = be.array<float>(T * nv),
                     b = be.array<float>(T * nv);
-    be.linear(h, T, w.qkv, nullptr, qkv.data());
-    be.linear(h, T, w.z, nullptr, z);
-    be.linear(h, T, w.a, nullptr, a.data());
-    be.linear(h, T, w.b, nullptr, b.data());
+    const kernels::LinearOut proj[] = {{&w.qkv, nullptr, qkv.data()},
+                                       {&w.z, nullptr, z},
+                                       {&w.a, nullptr, a.data()},
+                                       {&w.b, nullptr, b.data()}};
+    be.linear_multi(h, T, proj);
     be.copy_2d(inputs, TI, qkv.data(), C, T, C);
     be.copy_2d(inputs + C, TI, a.data(), nv, T, nv);
     be.copy_2d(inputs + C + nv, TI, b.data(), nv, T, nv);
@@ -80,8 +81,9 @@ void deltanet_project(const DeltaNetWeights& w, const DeltaNetDims& d, const flo
   const int64_t r = nv / d.nk, KD = d.key_dim(), grp = 2 * d.dk + 2 * r * d.dv;
   const int64_t QZ = w.qkvz.rows;
   kernels::Floats qkvz = be.array<float>(T * QZ), ba = be.array<float>(T * 2 * nv);
-  be.linear(h, T, w.qkvz, nullptr, qkvz.data());
-  be.linear(h, T, w.ba, nullptr, ba.data());
+  const kernels::LinearOut proj[] = {{&w.qkvz, nullptr, qkvz.data()},
+                                     {&w.ba, nullptr, ba.data()}};
+  be.linear_multi(h, T, proj);
   for (int64_t g = 0; g < d.nk; ++g) {
     const float* src = qkvz.data() + g * grp;
     be.copy_2d(inputs + g * d.dk, TI, src, QZ, T, d.dk);

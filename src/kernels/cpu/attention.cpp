@@ -1,9 +1,10 @@
-// Causal attention over a paged KV cache, compiled per Highway target. One (query row, head) pair
-// is one task, computed exactly as ref::attend_one states it (kernels/ref/ref_ops.h): scores by
+// Causal attention over a paged KV cache, compiled per Highway target. Each (query row, head) pair
+// is computed exactly as ref::attend_one states it (kernels/ref/ref_ops.h): scores by
 // the dot schedule, exp of (score - max), the denominator in the 16-lane schedule over positions,
 // values accumulated in position order. SIMD only runs independent lanes of that statement side
-// by side (the 16 dot lanes; the head_dim outputs of the value sum), so every target gives the
-// oracle's bits. The number of rows in the call, the block size and the thread count never enter.
+// by side (the 16 dot lanes; the head_dim outputs of the value sum; the query heads of a GQA
+// group, which share key and value loads), so every target gives the oracle's bits. The number
+// of rows in the call, the block size and the thread count never enter.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/attention.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -32,31 +33,41 @@ HWY_INLINE float scheduled_dot(const float* a, const float* b, int64_t K) {
   return vm::dot16<kG>(DF(), a, b, K);
 }
 
-// Four keys' scheduled dots at once: four independent FMA chains instead of one, so the FMA
-// latency of one key's chain no longer bounds the loop. Each key's arithmetic is unchanged.
-HWY_INLINE void scheduled_dot4(const float* a, const float* const* b, int64_t K, float* out) {
+// The scheduled dots of NQ queries with KB keys at once: NQ x KB independent FMA chains instead of
+// one, so FMA latency no longer bounds the loop and each key row is loaded once for the NQ query
+// heads that share it (GQA). Each (query, key) pair's arithmetic is scheduled_dot's.
+template <int NQ, int KB>
+HWY_INLINE void scheduled_dots(const float* const* a, const float* const* b, int64_t K,
+                               float (*out)[KB]) {
   const DF df;
-  VF acc[4][kG];
-  for (int j = 0; j < 4; ++j)
-    for (int g = 0; g < kG; ++g) acc[j][g] = hn::Zero(df);
+  VF acc[NQ][KB][kG];
+  for (int i = 0; i < NQ; ++i)
+    for (int j = 0; j < KB; ++j)
+      for (int g = 0; g < kG; ++g) acc[i][j][g] = hn::Zero(df);
   const int64_t full = K / kLanes * kLanes;
   for (int64_t k = 0; k < full; k += kLanes)
     for (int g = 0; g < kG; ++g) {
-      const VF av = hn::LoadU(df, a + k + g * kN);
-      for (int j = 0; j < 4; ++j)
-        acc[j][g] = hn::MulAdd(av, hn::LoadU(df, b[j] + k + g * kN), acc[j][g]);
+      VF bv[KB];
+      for (int j = 0; j < KB; ++j) bv[j] = hn::LoadU(df, b[j] + k + g * kN);
+      for (int i = 0; i < NQ; ++i) {
+        const VF av = hn::LoadU(df, a[i] + k + g * kN);
+        for (int j = 0; j < KB; ++j) acc[i][j][g] = hn::MulAdd(av, bv[j], acc[i][j][g]);
+      }
     }
   if (full < K) {
-    HWY_ALIGN float ap[kLanes] = {}, bp[4][kLanes] = {};
-    for (int64_t i = 0; i < K - full; ++i) {
-      ap[i] = a[full + i];
-      for (int j = 0; j < 4; ++j) bp[j][i] = b[j][full + i];
+    HWY_ALIGN float ap[NQ][kLanes] = {}, bp[KB][kLanes] = {};
+    for (int64_t e = 0; e < K - full; ++e) {
+      for (int i = 0; i < NQ; ++i) ap[i][e] = a[i][full + e];
+      for (int j = 0; j < KB; ++j) bp[j][e] = b[j][full + e];
     }
     for (int g = 0; g < kG; ++g)
-      for (int j = 0; j < 4; ++j)
-        acc[j][g] = hn::MulAdd(hn::Load(df, ap + g * kN), hn::Load(df, bp[j] + g * kN), acc[j][g]);
+      for (int i = 0; i < NQ; ++i)
+        for (int j = 0; j < KB; ++j)
+          acc[i][j][g] =
+              hn::MulAdd(hn::Load(df, ap[i] + g * kN), hn::Load(df, bp[j] + g * kN), acc[i][j][g]);
   }
-  for (int j = 0; j < 4; ++j) out[j] = vm::fold16<kG>(df, acc[j]);
+  for (int i = 0; i < NQ; ++i)
+    for (int j = 0; j < KB; ++j) out[i][j] = vm::fold16<kG>(df, acc[i][j]);
 }
 
 // std::fmax without the library call. It may pick the other zero for fmax(+0, -0); the max only
@@ -67,48 +78,62 @@ HWY_INLINE float fmax_inline(float a, float b) {
   return a < b ? b : a;
 }
 
-// out[d0 .. d0 + NV * kN) = sum over p in order of fma(w_p, v_p[d], .), accumulators in registers.
-template <int NV, typename ValueFn>
-HWY_INLINE void value_block(const float* scores, float inv, int64_t n, ValueFn value, int64_t d0,
-                            float* out) {
+// For each of NQ heads a: out[a][d0 .. d0 + NV * kN) = sum over p in order of fma(w_ap, v_p[d], .),
+// accumulators in registers; each value row is loaded once for the NQ heads.
+template <int NQ, int NV, typename ValueFn>
+HWY_INLINE void value_block(float* const* scores, const float* inv, int64_t n, ValueFn value,
+                            int64_t d0, float* const* out) {
   const DF df;
-  VF acc[NV];
-  for (int i = 0; i < NV; ++i) acc[i] = hn::Zero(df);
+  VF acc[NQ][NV];
+  for (int a = 0; a < NQ; ++a)
+    for (int i = 0; i < NV; ++i) acc[a][i] = hn::Zero(df);
   for (int64_t p = 0; p < n; ++p) {
-    const VF w = hn::Set(df, scores[p] * inv);
     const float* v = value(p) + d0;
-    for (int i = 0; i < NV; ++i) acc[i] = hn::MulAdd(w, hn::LoadU(df, v + i * kN), acc[i]);
-  }
-  for (int i = 0; i < NV; ++i) hn::StoreU(acc[i], df, out + d0 + i * kN);
-}
-#endif
-
-template <typename KeyFn, typename ValueFn>
-void attend_one(const float* q, int64_t hd, int64_t n, float scale, KeyFn key, ValueFn value,
-                float* scores, float* out) {
-#if LOCKSTEP_HWY_NO_FMA
-  ref::attend_one(q, hd, n, scale, key, value, scores, out);
-#else
-  const DF df;
-  float mx = -INFINITY;
-  int64_t p = 0;
-  for (; p + 4 <= n; p += 4) {
-    const float* keys[4] = {key(p), key(p + 1), key(p + 2), key(p + 3)};
-    float dots[4];
-    scheduled_dot4(q, keys, hd, dots);
-    for (int j = 0; j < 4; ++j) {
-      scores[p + j] = dots[j] * scale;
-      mx = fmax_inline(mx, scores[p + j]);
+    VF w[NQ];
+    for (int a = 0; a < NQ; ++a) w[a] = hn::Set(df, scores[a][p] * inv[a]);
+    for (int i = 0; i < NV; ++i) {
+      const VF vv = hn::LoadU(df, v + i * kN);
+      for (int a = 0; a < NQ; ++a) acc[a][i] = hn::MulAdd(w[a], vv, acc[a][i]);
     }
   }
-  for (; p < n; ++p) {
-    scores[p] = scheduled_dot(q, key(p), hd) * scale;
-    mx = fmax_inline(mx, scores[p]);
+  for (int a = 0; a < NQ; ++a)
+    for (int i = 0; i < NV; ++i) hn::StoreU(acc[a][i], df, out[a] + d0 + i * kN);
+}
+
+// Scores of NQ query heads against all n keys, scaled, and each head's running maximum (in
+// position order, as ref::attend_one takes it).
+template <int NQ, typename KeyFn>
+HWY_INLINE void scores_for(const float* const* q, int64_t hd, int64_t n, float scale, KeyFn key,
+                           float* const* scores, float* mx) {
+  constexpr int KB = kN >= 16 ? 4 : (NQ > 1 ? 2 : 4);  // keys per step: accumulators fit
+  int64_t p = 0;
+  for (; p + KB <= n; p += KB) {
+    const float* keys[KB];
+    for (int j = 0; j < KB; ++j) keys[j] = key(p + j);
+    float dots[NQ][KB];
+    scheduled_dots<NQ, KB>(q, keys, hd, dots);
+    for (int a = 0; a < NQ; ++a)
+      for (int j = 0; j < KB; ++j) {
+        scores[a][p + j] = dots[a][j] * scale;
+        mx[a] = fmax_inline(mx[a], scores[a][p + j]);
+      }
   }
-  // exp in vectors (vm::exp is exp_f32 per lane); the denominator's lane p mod 16 adds scores in
-  // position order. Padding adds +0 to a lane that is already >= +0: no bit changes.
+  for (; p < n; ++p)
+    for (int a = 0; a < NQ; ++a) {
+      scores[a][p] = scheduled_dot(q[a], key(p), hd) * scale;
+      mx[a] = fmax_inline(mx[a], scores[a][p]);
+    }
+}
+
+// exp(score - max) in place and 1 / the denominator, the denominator's lane p mod 16 adding the
+// scores in position order.
+HWY_INLINE float normalize_scores(float* scores, int64_t n, float mx) {
+  const DF df;
+  // exp in vectors (vm::exp is exp_f32 per lane). Padding adds +0 to a lane that is already
+  // >= +0: no bit changes.
   const VF vmx = hn::Set(df, mx);
-  for (p = 0; p + static_cast<int64_t>(kN) <= n; p += kN)
+  int64_t p = 0;
+  for (; p + static_cast<int64_t>(kN) <= n; p += kN)
     hn::StoreU(vm::exp(df, hn::Sub(hn::LoadU(df, scores + p), vmx)), df, scores + p);
   for (; p < n; ++p) scores[p] = exp_f32(scores[p] - mx);
   VF den[kG];
@@ -119,42 +144,93 @@ void attend_one(const float* q, int64_t hd, int64_t n, float scale, KeyFn key, V
   HWY_ALIGN float lanes[kLanes];
   for (int g = 0; g < kG; ++g) hn::Store(den[g], df, lanes + g * kN);
   for (p = full; p < n; ++p) lanes[p % kLanes] += scores[p];
-  const float inv = 1.0f / fold_lanes(lanes);
-  // out[d] = fma(w_p, v_p[d], out[d]) over p in order, for each d: blocks of kVB vectors of d.
+  return 1.0f / fold_lanes(lanes);
+}
+
+// out[a][d] = fma(w_ap, v_p[d], out[a][d]) over p in order, for each d and each of NQ heads:
+// blocks of kVB vectors of d, then a partial block, then scalar d.
+template <int NQ, typename ValueFn>
+HWY_INLINE void values_for(float* const* scores, const float* inv, int64_t hd, int64_t n,
+                           ValueFn value, float* const* out) {
   int64_t d0 = 0;
   for (; d0 + static_cast<int64_t>(kVB * kN) <= hd; d0 += kVB * kN)
-    value_block<kVB>(scores, inv, n, value, d0, out);
+    value_block<NQ, kVB>(scores, inv, n, value, d0, out);
   switch ((hd - d0) / static_cast<int64_t>(kN)) {  // the last, partial block
     case 0: break;
-    case 1: value_block<1>(scores, inv, n, value, d0, out); break;
-    case 2: value_block<2>(scores, inv, n, value, d0, out); break;
-    case 3: value_block<3>(scores, inv, n, value, d0, out); break;
-    case 4: value_block<4>(scores, inv, n, value, d0, out); break;
-    case 5: value_block<5>(scores, inv, n, value, d0, out); break;
-    case 6: value_block<6>(scores, inv, n, value, d0, out); break;
-    default: value_block<7>(scores, inv, n, value, d0, out); break;
+    case 1: value_block<NQ, 1>(scores, inv, n, value, d0, out); break;
+    case 2: value_block<NQ, 2>(scores, inv, n, value, d0, out); break;
+    case 3: value_block<NQ, 3>(scores, inv, n, value, d0, out); break;
+    case 4: value_block<NQ, 4>(scores, inv, n, value, d0, out); break;
+    case 5: value_block<NQ, 5>(scores, inv, n, value, d0, out); break;
+    case 6: value_block<NQ, 6>(scores, inv, n, value, d0, out); break;
+    default: value_block<NQ, 7>(scores, inv, n, value, d0, out); break;
   }
   d0 += (hd - d0) / static_cast<int64_t>(kN) * static_cast<int64_t>(kN);
-  for (int64_t d = d0; d < hd; ++d) {  // head_dim not a multiple of the vector width
-    float o = 0.0f;
-    for (int64_t p = 0; p < n; ++p) o = std::fma(scores[p] * inv, value(p)[d], o);
-    out[d] = o;
+  for (int a = 0; a < NQ; ++a)
+    for (int64_t d = d0; d < hd; ++d) {  // head_dim not a multiple of the vector width
+      float o = 0.0f;
+      for (int64_t p = 0; p < n; ++p) o = std::fma(scores[a][p] * inv[a], value(p)[d], o);
+      out[a][d] = o;
+    }
+}
+#endif
+
+// The G query heads q[a * hd ..] (a < G) that share one KV head, each computed exactly as
+// ref::attend_one: scores[a * n ..] and out[a * hd ..] per head. Heads are taken kQ at a time for
+// the scores and two at a time for the values, so each key and value row is loaded once per such
+// sub-group instead of once per head; no head's arithmetic or order changes.
+template <typename KeyFn, typename ValueFn>
+void attend_group(const float* q, int64_t G, int64_t hd, int64_t n, float scale, KeyFn key,
+                  ValueFn value, float* scores, float* out) {
+#if LOCKSTEP_HWY_NO_FMA
+  for (int64_t a = 0; a < G; ++a)
+    ref::attend_one(q + a * hd, hd, n, scale, key, value, scores + a * n, out + a * hd);
+#else
+  constexpr int64_t kQ = kN >= 16 ? 4 : 2;  // query heads per pass over the keys
+  for (int64_t a0 = 0; a0 < G; a0 += kQ) {
+    const int64_t nq = std::min(kQ, G - a0);
+    const float* qs[kQ];
+    float* ss[kQ];
+    float mx[kQ];
+    for (int64_t a = 0; a < nq; ++a) {
+      qs[a] = q + (a0 + a) * hd;
+      ss[a] = scores + (a0 + a) * n;
+      mx[a] = -INFINITY;
+    }
+    switch (nq) {
+      case 1: scores_for<1>(qs, hd, n, scale, key, ss, mx); break;
+      case 2: scores_for<2>(qs, hd, n, scale, key, ss, mx); break;
+      case 3: scores_for<3>(qs, hd, n, scale, key, ss, mx); break;
+      default: scores_for<4>(qs, hd, n, scale, key, ss, mx); break;
+    }
+    float inv[kQ];
+    for (int64_t a = 0; a < nq; ++a) inv[a] = normalize_scores(ss[a], n, mx[a]);
+    for (int64_t a = 0; a < nq; a += 2) {
+      float* os[2] = {out + (a0 + a) * hd, nullptr};
+      if (a + 2 <= nq) {
+        os[1] = os[0] + hd;
+        values_for<2>(ss + a, inv + a, hd, n, value, os);
+      } else {
+        values_for<1>(ss + a, inv + a, hd, n, value, os);
+      }
+    }
   }
 #endif
 }
 
-// Tasks [b, e) of the T x n_heads (row, head) pairs. Position p's slot offset inside the layer
+// Tasks [b, e) of the T x n_kv_heads (row, KV head) pairs; a task computes the n_heads /
+// n_kv_heads query heads that read that KV head. Position p's slot offset inside the layer
 // (block * block_tokens + p % block_tokens) * stride is listed once per row by walking its block
 // table, not divided out per key: a 64-bit division per key cost more than the key's dot product.
 void AttendTasks(const float* q, const AttentionRow* rows, int64_t n_heads, const KvLayerView& kv,
                  float scale, float* out, int64_t b, int64_t e) {
-  const int64_t hd = kv.head_dim, group = n_heads / kv.n_kv_heads;
-  const int64_t stride = kv.n_kv_heads * hd;  // floats per position inside a block
+  const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads, group = n_heads / nkv;
+  const int64_t stride = nkv * hd;  // floats per position inside a block
   std::vector<float> scores;
   std::vector<int64_t> offset;
   int64_t listed_row = -1;
   for (int64_t i = b; i < e; ++i) {
-    const int64_t t = i / n_heads, h = i % n_heads, kvh = h / group;
+    const int64_t t = i / nkv, kvh = i % nkv;
     const AttentionRow& row = rows[t];
     if (t != listed_row) {
       offset.resize(row.n_keys);
@@ -168,10 +244,11 @@ void AttendTasks(const float* q, const AttentionRow* rows, int64_t n_heads, cons
     const float* kh = kv.k + kvh * hd;
     const float* vh = kv.v + kvh * hd;
     const int64_t* off = offset.data();
-    scores.resize(row.n_keys);
-    attend_one(
-        q + i * hd, hd, row.n_keys, scale, [&](int64_t p) { return kh + off[p]; },
-        [&](int64_t p) { return vh + off[p]; }, scores.data(), out + i * hd);
+    scores.resize(group * row.n_keys);
+    const int64_t first = (t * n_heads + kvh * group) * hd;  // the group's heads are consecutive
+    attend_group(
+        q + first, group, hd, row.n_keys, scale, [&](int64_t p) { return kh + off[p]; },
+        [&](int64_t p) { return vh + off[p]; }, scores.data(), out + first);
   }
 }
 
@@ -187,7 +264,9 @@ HWY_EXPORT(AttendTasks);
 void attention(const float* q, int64_t T, std::span<const AttentionRow> rows, int64_t n_heads,
                const KvLayerView& kv, float scale, float* out, ThreadPool& pool) {
   profile::Scope prof(profile::Op::Attention);
-  pool.parallel_for(T * n_heads, [&](int64_t b, int64_t e) {
+  // One task per (row, KV head): the query heads of a GQA group share their key and value loads.
+  // Tasks are independent outputs, so the split never changes a bit.
+  pool.parallel_for(T * kv.n_kv_heads, [&](int64_t b, int64_t e) {
     HWY_DYNAMIC_DISPATCH(AttendTasks)(q, rows.data(), n_heads, kv, scale, out, b, e);
   });
 }

@@ -143,11 +143,14 @@ void LinearCols(const float* x, int64_t M, DType dtype, const void* w, int64_t K
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <algorithm>
 #include <atomic>
+#include <vector>
 
 #include "core/profile.h"
 #include "kernels/cpu/linear_quant.h"
 #include "kernels/numerics.h"
+#include "kernels/quant_format.h"
 
 namespace lockstep::kernels {
 HWY_EXPORT(LinearCols);
@@ -183,6 +186,59 @@ void linear(const float* x, int64_t M, const Weight& w, const float* bias, float
             for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];
       },
       16);
+}
+
+void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs, ThreadPool& pool) {
+  constexpr size_t kMaxOuts = 8;
+  // Separate calls where one pool call would not be linear()'s kernel (fast numerics' multi-row
+  // path) or would gain nothing.
+  bool separate = outs.size() <= 1 || outs.size() > kMaxOuts ||
+                  (M > 1 && g_numerics == Numerics::Fast);
+  for (const LinearOut& o : outs) separate = separate || o.w->cols != outs[0].w->cols;
+  if (separate) {
+    for (const LinearOut& o : outs) linear(x, M, *o.w, o.bias, o.y, pool);
+    return;
+  }
+  const int64_t K = outs[0].w->cols;
+  // Weight i owns [start[i], start[i] + rows) of the union; starts are multiples of the grain, so
+  // every chunk of a weight starts where a chunk of its own linear() call could.
+  constexpr int64_t kGrain = 16;
+  int64_t start[kMaxOuts], total = 0, bytes = 0;
+  bool permute = false;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Weight& w = *outs[i].w;
+    if (w.quant != QuantFormat::None) {
+      check_quant_layout(w, "linear");
+      permute = permute || w.bits == 4;
+    }
+    bytes += w.bytes();
+    start[i] = (total + kGrain - 1) / kGrain * kGrain;
+    total = start[i] + w.rows;
+  }
+  profile::Scope prof(profile::Op::Linear, bytes);
+  thread_local std::vector<float> xperm;  // x in the nibble order of 4-bit codes
+  if (permute) quant_permute_x(x, M, K, xperm);
+  const float* xp = xperm.data();
+  pool.parallel_for(
+      total,
+      [&](int64_t b, int64_t e) {
+        for (size_t i = 0; i < outs.size(); ++i) {
+          const Weight& w = *outs[i].w;
+          const int64_t N = w.rows;
+          const int64_t n0 = std::max(b, start[i]) - start[i];
+          const int64_t n1 = std::min(e, start[i] + N) - start[i];
+          if (n0 >= n1) continue;
+          float* y = outs[i].y;
+          if (w.quant != QuantFormat::None)
+            quant_linear_cols(x, xp, M, w, n0, n1, y);
+          else
+            HWY_DYNAMIC_DISPATCH(LinearCols)(x, M, w.dtype, w.data, K, n0, n1, y, N);
+          if (const float* bias = outs[i].bias)
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];
+        }
+      },
+      kGrain);
 }
 
 }  // namespace lockstep::kernels

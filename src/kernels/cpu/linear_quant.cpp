@@ -205,6 +205,17 @@ HWY_AFTER_NAMESPACE();
 namespace lockstep::kernels {
 HWY_EXPORT(QuantLinearCols);
 
+void quant_permute_x(const float* x, int64_t M, int64_t K, std::vector<float>& xperm) {
+  xperm.resize(static_cast<size_t>(M * K));
+  for (int64_t i = 0; i < M * K; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) xperm[i + j] = x[i + nibble_lane(j)];
+}
+
+void quant_linear_cols(const float* x, const float* xperm, int64_t M, const Weight& w, int64_t n0,
+                       int64_t n1, float* y) {
+  HWY_DYNAMIC_DISPATCH(QuantLinearCols)(x, xperm, M, w, n0, n1, y);
+}
+
 void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias, float* y,
                   ThreadPool& pool) {
   const int64_t N = w.rows, K = w.cols;
@@ -212,11 +223,7 @@ void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias,
   check_quant_layout(w, "linear");
   // The permuted copy of x for 4-bit codes: M * K floats, cheap beside N * K weights.
   thread_local std::vector<float> xperm;
-  if (w.bits == 4) {
-    xperm.resize(static_cast<size_t>(M * K));
-    for (int64_t i = 0; i < M * K; i += kLanes)
-      for (int j = 0; j < kLanes; ++j) xperm[i + j] = x[i + nibble_lane(j)];
-  }
+  if (w.bits == 4) quant_permute_x(x, M, K, xperm);
   const float* xp = xperm.data();
   pool.parallel_for(
       N,
