@@ -28,9 +28,9 @@ class HybridState final : public RecurrentState {
   int64_t floor_tokens = 0;  // the length `floor` reflects (when there is a log)
   std::vector<DeltaNetState> layers;  // per linear-attention layer, in layer order
   std::vector<DeltaNetState> floor;   // state at rollback_floor; empty when there is no log
-  // Per linear layer: [log_tokens][token_inputs] (capacity may be larger), backend memory.
+  // Per linear layer: [tokens of the last keep_rollback forward][token_inputs], backend memory;
+  // the first tokens - floor_tokens rows are the live log (truncate keeps the rest unread).
   std::vector<kernels::Floats> log;
-  int64_t log_tokens = 0;
 
   static std::vector<DeltaNetState> copy_of(const std::vector<DeltaNetState>& src,
                                             kernels::Backend& be) {
@@ -51,7 +51,6 @@ class HybridState final : public RecurrentState {
       be_->copy(copy.data(), l.data(), l.size() * sizeof(float));
       c->log.push_back(std::move(copy));
     }
-    c->log_tokens = log_tokens;
     return c;
   }
   size_t bytes() const override {

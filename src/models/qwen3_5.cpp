@@ -114,7 +114,6 @@ class HybridModel final : public Model {
         if (L.kind != LayerKind::LinearAttention) continue;
         deltanet_replay(L.deltanet, dims_, st.layers[L.index], st.log[L.index].data(), n, *be_);
       }
-      st.log_tokens = n;
       st.tokens = length;
     }
     seq.length = length;
@@ -126,9 +125,8 @@ class HybridModel final : public Model {
     const ModelConfig& c = config_;
     const int64_t H = c.hidden_size, TI = dims_.token_inputs();
     kernels::Backend& be = *be_;
-    // Validates ids before any state changes.
     // Recorded (CUDA graph) unless an item keeps rollback data: that allocates state copies
-    // which must outlive the step.
+    // which must outlive the step. flatten_batch validates ids before any state changes.
     bool recordable = true;
     for (const ForwardItem& it : items) recordable = recordable && !it.keep_rollback;
     const std::string key = graph_key("hybrid", items, recordable);
@@ -159,12 +157,10 @@ class HybridModel final : public Model {
         st.floor_tokens = st.tokens;
         st.log.clear();
         for (int64_t i = 0; i < n_linear_; ++i) st.log.push_back(be.array<float>(n * TI));
-        st.log_tokens = n;
         it.seq->rollback_floor = it.seq->length;
       } else {
         st.floor.clear();
         st.log.clear();
-        st.log_tokens = 0;
         it.seq->rollback_floor = it.seq->length + n;
       }
       st.tokens += n;
