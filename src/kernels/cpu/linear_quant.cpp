@@ -12,6 +12,13 @@
 // 8..15. x is permuted the same way once per call, so every lane still pairs x[k] with w[k] and
 // accumulates the elements of one logical lane in increasing k; the lane sums are put back in
 // logical order before the fold.
+//
+// On 16-lane targets a 4-bit element is not rebuilt per weight: per (row, group) the 16 values
+// the format can produce, lut[q] = fma(float(q), s, b) (the same fma, same operands), are computed
+// once in one register and each block's codes index it (one permute instead of convert + fma).
+// Every element is the same float as before, so the bits do not change. On 8-lane targets the
+// 16 values span two registers and a two-table lookup (two permutes and a select) is no cheaper
+// than convert + fma (not measured): they keep the per-weight dequantization, as does 8-bit.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/linear_quant.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -73,6 +80,29 @@ HWY_INLINE void load_codes(const uint8_t* p, VF* q) {
   }
 }
 
+// 4-bit lookup-table path (16-lane targets): the 16 codes of the 8-byte block at p as lane
+// indices, in nibble_lane order (lanes 0..7 the low nibbles of bytes 0..7, lanes 8..15 the high).
+constexpr bool kNibbleLut = kN == 16;
+template <class D>  // D = DF, 16 lanes (unused elsewhere)
+HWY_INLINE auto nibble_indices(D d, const uint8_t* p) {
+  const hn::RebindToSigned<D> di;
+  if constexpr (hn::MaxLanes(D()) != 16) {
+    (void)p;
+    return hn::IndicesFromVec(d, hn::Zero(di));
+  } else {
+    const hn::RebindToUnsigned<D> du;
+    const hn::Full128<uint64_t> d64;
+    const hn::Rebind<uint8_t, decltype(du)> d8;
+    uint64_t bytes;
+    __builtin_memcpy(&bytes, p, 8);
+    // Bytes 0..7 twice; lanes 8..15 then shift their copy right by 4.
+    const auto b = hn::PromoteTo(du, hn::BitCast(d8, hn::Set(d64, bytes)));
+    const auto shift = hn::ShiftLeft<2>(hn::ShiftRight<3>(hn::Iota(du, 0u)));  // 0 x8, 4 x8
+    const auto codes = hn::And(hn::Shr(b, shift), hn::Set(du, 15u));
+    return hn::IndicesFromVec(d, hn::BitCast(di, codes));
+  }
+}
+
 // Scale/bias loaders per stored dtype, chosen once per call (a per-group switch costs as much as
 // the group's arithmetic in a one-row call).
 struct ScalesBF16 {
@@ -106,6 +136,23 @@ HWY_INLINE void tile(const float* x, const Weight& w, int64_t n, float* y, int64
       const int64_t at = (n + c) * groups + gi;
       sv[c] = hn::Set(df, S::at(w.scales, at));
       bv[c] = hn::Set(df, S::at(w.biases, at));
+    }
+    if constexpr (Bits == 4 && kNibbleLut) {
+      VF lut[C];  // lut[c][q] = the format's element for code q, exactly
+      for (int c = 0; c < C; ++c) lut[c] = hn::MulAdd(hn::Iota(df, 0.0f), sv[c], bv[c]);
+      for (int64_t k = gi * G; k < (gi + 1) * G; k += kLanes) {
+        if (R == 1 && k % 64 == 0)
+          for (int c = 0; c < C; ++c)
+            __builtin_prefetch(base + (C + c) * row_bytes + k / 2, 0, 0);
+        VF xv[R];
+        for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(df, x + r * K + k);
+        for (int c = 0; c < C; ++c) {
+          const uint8_t* codes = base + c * row_bytes + k / 2;
+          const VF wv = hn::TableLookupLanes(lut[c], nibble_indices(df, codes));
+          for (int r = 0; r < R; ++r) acc[r][c][0] = hn::MulAdd(xv[r], wv, acc[r][c][0]);
+        }
+      }
+      continue;
     }
     for (int64_t k = gi * G; k < (gi + 1) * G; k += kLanes) {
       if (R == 1 && k % 64 == 0)  // stream the next tile's rows (one line per row) a tile ahead
