@@ -142,9 +142,6 @@ class Backend {
                     const float* cos_sin) = 0;
   virtual void silu_mul(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual void add(float* x, const float* delta, int64_t n) = 0;  // x += delta
-  // Per (row, head) [query (hd) | gate (hd)] -> q and gate, [rows_heads][hd] each.
-  virtual void split_query_gate(const float* qg, int64_t rows_heads, int64_t head_dim, float* q,
-                                float* gate) = 0;
   virtual void sigmoid_mul(float* x, const float* gate, int64_t n) = 0;  // x *= sigmoid(gate)
   // Row t's key and value (kv_dim floats each) into slot slots[t] of the layer's cache.
   virtual void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t T,

@@ -270,11 +270,6 @@ class CudaBackend final : public Backend {
     if (skip(Trace() << 15 << x << delta << n)) return;
     cuda::add(x, delta, n);
   }
-  void split_query_gate(const float* qg, int64_t rows_heads, int64_t head_dim, float* q,
-                        float* gate) override {
-    if (skip(Trace() << 16 << qg << rows_heads << head_dim << q << gate)) return;
-    cuda::split_query_gate(qg, rows_heads, head_dim, q, gate);
-  }
   void sigmoid_mul(float* x, const float* gate, int64_t n) override {
     if (skip(Trace() << 17 << x << gate << n)) return;
     cuda::sigmoid_mul(x, gate, n);
@@ -308,14 +303,11 @@ class CudaBackend final : public Backend {
                      const float* dt_bias, const float* inputs, int64_t T,
                      const DeltaNetSpan* spans, int64_t n_spans, int64_t max_span_tokens,
                      float* core) override {
-    static_assert(sizeof(DeltaNetSpan) == sizeof(cuda::DeltaNetSpan));
     if (skip(Trace() << 22 << conv_w << A_log << dt_bias << inputs << T << spans << n_spans
                      << max_span_tokens << core << d.nk << d.nv << d.dk << d.dv << d.K))
       return;
-    const cuda::DeltaNetShape shape{d.nk, d.nv, d.dk, d.dv, d.K};
-    cuda::deltanet_step(shape, conv_w, A_log, dt_bias, inputs, T,
-                        reinterpret_cast<const cuda::DeltaNetSpan*>(spans), n_spans,
-                        max_span_tokens, core);
+    cuda::deltanet_step(d, conv_w, A_log, dt_bias, inputs, T, spans, n_spans, max_span_tokens,
+                        core);
   }
   void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
                       float eps, float* y) override {

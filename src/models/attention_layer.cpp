@@ -54,7 +54,8 @@ void attention_forward(const AttentionWeights& w, const ModelConfig& c, const fl
   if (w.gated) {  // per head: [query (hd) | gate (hd)]
     q = be.array<float>(T * qd);
     gate = be.array<float>(T * qd);
-    be.split_query_gate(qg.data(), T * nh, hd, q.data(), gate.data());
+    be.copy_2d(q.data(), hd, qg.data(), 2 * hd, T * nh, hd);
+    be.copy_2d(gate.data(), hd, qg.data() + hd, 2 * hd, T * nh, hd);
   } else {
     q = std::move(qg);
   }

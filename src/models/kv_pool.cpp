@@ -1,9 +1,6 @@
 #include "models/kv_pool.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
 
@@ -12,26 +9,20 @@ namespace lockstep {
 KvPool::KvPool(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t block_tokens,
                int64_t capacity_tokens, kernels::Backend* backend)
     : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim),
-      block_tokens_(block_tokens), backend_(backend) {
+      block_tokens_(block_tokens),
+      own_backend_(backend ? nullptr : kernels::make_cpu_backend()),
+      backend_(backend ? backend : own_backend_.get()) {
   if (block_tokens <= 0) fail("KV block size must be positive, got ", block_tokens);
   n_blocks_ = std::max<int64_t>(1, (capacity_tokens + block_tokens - 1) / block_tokens);
   layer_floats_ = static_cast<size_t>(n_blocks_ * block_tokens * n_kv_heads * head_dim);
   map_bytes_ = std::max<size_t>(1, layer_floats_ * 2 * n_layers * sizeof(float));
-  if (backend_) {
-    base_ = static_cast<float*>(backend_->allocate(map_bytes_, /*lazy=*/true));
-  } else {
-    void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) fail("cannot reserve ", map_bytes_, " bytes for the KV cache");
-    base_ = static_cast<float*>(p);
-  }
+  base_ = static_cast<float*>(backend_->allocate(map_bytes_, /*lazy=*/true));
   // Hand out low block ids first so touched memory stays compact.
   for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
 KvPool::~KvPool() {
-  if (base_ && backend_) backend_->release(base_);
-  else if (base_) munmap(base_, map_bytes_);
+  if (base_) backend_->release(base_);
 }
 
 int64_t KvPool::bytes_per_token() const {
@@ -73,24 +64,13 @@ void KvPool::copy_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& 
         float* layer_base = base_ + (2 * static_cast<size_t>(l) + kv) * layer_floats_;
         float* to = layer_base + dst[b] * block_floats;
         const float* from = layer_base + src[b] * block_floats;
-        if (backend_) backend_->copy(to, from, block_floats * sizeof(float));
-        else std::memcpy(to, from, block_floats * sizeof(float));
+        backend_->copy(to, from, block_floats * sizeof(float));
       }
 }
 
 kernels::KvLayerView KvPool::layer(int64_t l) const {
   const float* k = base_ + 2 * static_cast<size_t>(l) * layer_floats_;
   return {k, k + layer_floats_, block_tokens_, n_kv_heads_, head_dim_};
-}
-
-float* KvPool::key_slot(int64_t l, const std::vector<int32_t>& blocks, int64_t p) {
-  const int64_t block = blocks[p / block_tokens_];
-  return base_ + 2 * static_cast<size_t>(l) * layer_floats_ +
-         static_cast<size_t>((block * block_tokens_ + p % block_tokens_) * n_kv_heads_ * head_dim_);
-}
-
-float* KvPool::value_slot(int64_t l, const std::vector<int32_t>& blocks, int64_t p) {
-  return key_slot(l, blocks, p) + layer_floats_;
 }
 
 }  // namespace lockstep

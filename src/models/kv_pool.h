@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -15,7 +16,8 @@ namespace lockstep {
 
 class KvPool {
  public:
-  // The storage lives in `backend`'s memory (host memory when null).
+  // The storage lives in `backend`'s memory (when null, host memory of a CPU backend the pool
+  // owns).
   KvPool(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t block_tokens,
          int64_t capacity_tokens, kernels::Backend* backend = nullptr);
   ~KvPool();
@@ -38,10 +40,6 @@ class KvPool {
   void copy_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& dst, int64_t tokens);
 
   kernels::KvLayerView layer(int64_t l) const;
-  // Where position p of a sequence with this block table stores its key (value) for layer l
-  // (host pointers: only for a pool in host memory).
-  float* key_slot(int64_t l, const std::vector<int32_t>& blocks, int64_t p);
-  float* value_slot(int64_t l, const std::vector<int32_t>& blocks, int64_t p);
   // The slot index of position p (what Backend::kv_write takes).
   int32_t slot(const std::vector<int32_t>& blocks, int64_t p) const {
     return static_cast<int32_t>(blocks[p / block_tokens_] * block_tokens_ + p % block_tokens_);
@@ -49,7 +47,8 @@ class KvPool {
 
  private:
   int64_t n_layers_, n_kv_heads_, head_dim_, block_tokens_, n_blocks_;
-  kernels::Backend* backend_;  // null: host memory mapped here
+  std::unique_ptr<kernels::Backend> own_backend_;  // when the caller gave none
+  kernels::Backend* backend_;
   size_t layer_floats_ = 0;  // floats of one layer's keys (values alike)
   float* base_ = nullptr;
   size_t map_bytes_ = 0;

@@ -66,10 +66,8 @@ class MtpHead final : public MtpDrafter {
                 items[i].hidden.size() * sizeof(float));
     be.rms_norm(e.data(), T, H, norm_embedding_.data(), eps, c.zero_centered_norm, e.data());
     be.rms_norm(g.data(), T, H, norm_hidden_.data(), eps, c.zero_centered_norm, g.data());
-    for (int64_t t = 0; t < T; ++t) {  // [e | g] per row: a handful of rows per call
-      be.copy(cat.data() + t * 2 * H, e.data() + t * H, H * sizeof(float));
-      be.copy(cat.data() + t * 2 * H + H, g.data() + t * H, H * sizeof(float));
-    }
+    be.copy_2d(cat.data(), 2 * H, e.data(), H, T, H);  // [e | g] per row
+    be.copy_2d(cat.data() + H, 2 * H, g.data(), H, T, H);
     be.linear(cat.data(), T, fc_, nullptr, x.data());
 
     be.rms_norm(x.data(), T, H, input_norm_.data(), eps, c.zero_centered_norm, h.data());

@@ -89,11 +89,12 @@ TEST_F(CudaTest, ActivationsMatchCpu) {
 }
 
 TEST_F(CudaTest, DataMovementOpsAreExact) {
-  // split_query_gate
+  // copy_2d: gated attention's [query | gate] rows split into q and gate
   const int64_t rh = 21, hd = 64;
   const auto qg = random_floats(rh * 2 * hd, 13);
   DeviceBuffer<float> dqg(qg), dq(rh * hd), dgate(rh * hd);
-  split_query_gate(dqg.get(), rh, hd, dq.get(), dgate.get());
+  copy_2d(dq.get(), hd, dqg.get(), 2 * hd, rh, hd);
+  copy_2d(dgate.get(), hd, dqg.get() + hd, 2 * hd, rh, hd);
   const auto q = dq.to_host(), gate = dgate.to_host();
   for (int64_t r = 0; r < rh; ++r)
     for (int64_t d = 0; d < hd; ++d) {

@@ -110,13 +110,6 @@ class CpuBackend final : public Backend {
   void add(float* x, const float* delta, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) x[i] += delta[i];
   }
-  void split_query_gate(const float* qg, int64_t rows_heads, int64_t hd, float* q,
-                        float* gate) override {
-    for (int64_t r = 0; r < rows_heads; ++r) {
-      std::memcpy(q + r * hd, qg + r * 2 * hd, hd * sizeof(float));
-      std::memcpy(gate + r * hd, qg + r * 2 * hd + hd, hd * sizeof(float));
-    }
-  }
   void sigmoid_mul(float* x, const float* gate, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) x[i] *= sigmoid_f32(gate[i]);
   }

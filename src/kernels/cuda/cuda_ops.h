@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/backend.h"
 #include "kernels/ops.h"
 
 namespace lockstep::kernels::cuda {
@@ -81,9 +82,6 @@ void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_d
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // x[i] += delta[i].
 void add(float* x, const float* delta, int64_t n);
-// Gated attention's q_proj output, per (row, head) [query (hd) | gate (hd)], split into q and gate
-// [rows*heads][hd] each.
-void split_query_gate(const float* qg, int64_t rows_heads, int64_t head_dim, float* q, float* gate);
 // x[i] *= sigmoid(gate[i]).
 void sigmoid_mul(float* x, const float* gate, int64_t n);
 
@@ -111,21 +109,10 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, floa
 // --- Gated DeltaNet (Qwen3.5 linear-attention layers; kernels/gated_delta.h has the math) -------
 namespace lockstep::kernels::cuda {
 
-struct DeltaNetShape {
-  int64_t nk = 0, nv = 0, dk = 0, dv = 0, K = 0;  // key heads, value heads, head dims, conv taps
-  int64_t key_dim() const { return nk * dk; }
-  int64_t value_dim() const { return nv * dv; }
-  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels
-  int64_t token_inputs() const { return conv_dim() + 2 * nv; }     // pre-conv q|k|v, a, b
-};
-
-// One sequence's rows [first, first + n) of a call and its state in one layer (device memory):
-// conv_state [conv_dim][K-1] (oldest input first), delta_state [nv][dk][dv].
-struct DeltaNetSpan {
-  float* conv_state;
-  float* delta_state;
-  int32_t first, n;
-};
+// The layer shape and per-sequence spans are kernels/backend.h's (one definition for both
+// backends; spans here are a device array).
+using kernels::DeltaNetShape;
+using kernels::DeltaNetSpan;
 
 // For every span, its tokens in order through its state, exactly the CPU's per-token step:
 // conv1d over [state | input] per channel (taps in j order with FMAs) then SiLU; l2-normalise q

@@ -1,5 +1,5 @@
 // The per-element and per-row ops of cuda_ops.h: embedding, rms_norm, rope, silu_mul, add,
-// split_query_gate, sigmoid_mul, kv_write, gather_rows. Each output element is computed by one
+// sigmoid_mul, kv_write, gather_rows. Each output element is computed by one
 // thread from its own inputs (rms_norm: one block per row, fixed strides and tree), so nothing
 // depends on how many rows a call has. exp/silu/sigmoid are the CPU's polynomials (common.cuh):
 // silu_mul and sigmoid_mul give the CPU's bits.
@@ -82,15 +82,6 @@ __global__ void sigmoid_mul_kernel(float* x, const float* gate, int64_t n) {
   if (i < n) x[i] = __fmul_rn(x[i], sigmoid_f32(gate[i]));
 }
 
-__global__ void split_query_gate_kernel(const float* __restrict__ qg, int64_t rows_heads,
-                                        int64_t hd, float* __restrict__ q, float* __restrict__ gate) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows_heads * hd) return;
-  const int64_t r = i / hd, d = i % hd;
-  q[i] = qg[r * 2 * hd + d];
-  gate[i] = qg[r * 2 * hd + hd + d];
-}
-
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v, int64_t T,
                                 int64_t kv_dim, const int32_t* __restrict__ slots,
                                 float* __restrict__ k_cache, float* __restrict__ v_cache) {
@@ -148,13 +139,6 @@ void add(float* x, const float* delta, int64_t n) {
   if (n <= 0) return;
   add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, delta, n);
   check_launch("add");
-}
-
-void split_query_gate(const float* qg, int64_t rows_heads, int64_t head_dim, float* q, float* gate) {
-  if (rows_heads * head_dim <= 0) return;
-  split_query_gate_kernel<<<blocks_for(rows_heads * head_dim, kThreads), kThreads, 0, stream()>>>(
-      qg, rows_heads, head_dim, q, gate);
-  check_launch("split_query_gate");
 }
 
 void sigmoid_mul(float* x, const float* gate, int64_t n) {
