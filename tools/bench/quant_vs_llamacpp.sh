@@ -26,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 llama="${1:?usage: $0 LLAMA_BUILD_DIR [workdir] [rounds] [threads] [tokens]}"
 work="${2:-/tmp/quant-vs-llamacpp}"; rounds="${3:-3}"; threads="${4:-2}"; n="${5:-64}"; reps="${6:-3}"
-bin=build/lockstep
+bin="${LOCKSTEP_BIN:-build/lockstep}"  # LOCKSTEP_BIN: another build's binary
 mkdir -p "$work"
 [ -f "$work/bf16/model.safetensors" ] || "$bin" make-random --like qwen3-1.7b -o "$work/bf16" --dtype bf16
 for b in 8 4; do

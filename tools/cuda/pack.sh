@@ -4,11 +4,12 @@
 # root (ignored by git), for the device machine: `run` with carry [".cuda-carry"], then
 # tools/cuda/run_on_device.sh there.
 #   tools/cuda/pack.sh [build-dir]     (default build-cuda)
+#   CARRY=.cuda-carry-x packs into another folder (one per person sharing the checkout).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-build-cuda}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
-out="$root/.cuda-carry"
+out="$root/${CARRY:-.cuda-carry}"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 for b in cuda_tests cuda_bench; do

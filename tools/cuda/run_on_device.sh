@@ -9,7 +9,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out"
-carry="$root/.cuda-carry"
+carry="$root/${CARRY:-.cuda-carry}"  # CARRY: the folder pack.sh packed into
 export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # linear_fast dlopens libcublas.so.13 (too large to carry): use the image's toolkit or pip wheel.
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
