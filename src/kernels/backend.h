@@ -81,6 +81,24 @@ struct DeltaNetSpan {
   int32_t first, n;
 };
 
+// The attention block's per-head preparation of one call (Backend::attention_prep): q and k
+// [T][heads][head_dim] (head_dim, n_kv_heads from the KV view), in the backend's memory.
+struct AttentionPrep {
+  const float* q_in = nullptr;  // head row i (of T * n_heads) at q_in + i * q_in_stride
+  int64_t q_in_stride = 0;      // head_dim, or 2 * head_dim for gated attention's [query | gate]
+  float* q = nullptr;           // [T][n_heads][head_dim] out (may equal q_in when the stride is head_dim)
+  float* k = nullptr;           // [T][n_kv_heads][head_dim], in place
+  const float* v = nullptr;     // [T][n_kv_heads][head_dim]
+  int64_t T = 0, n_heads = 0;
+  const float* q_norm = nullptr;  // [head_dim] per-head RMSNorm weights; null: no q norm
+  const float* k_norm = nullptr;  // likewise for k
+  float eps = 0;
+  bool zero_centered = false;
+  int64_t rotary_dim = 0;
+  const float* cos_sin = nullptr;  // [T][rotary_dim]
+  const int32_t* slots = nullptr;  // [T] KV cache slots (kv_write)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -132,7 +150,8 @@ class Backend {
   // Ops: as kernels/ops.h, every pointer in this backend's memory.
   virtual void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) = 0;
   // Several weights against the same x (kernels::linear_multi): each y bitwise equal to a separate
-  // linear() call on this backend; the CPU does them in one pool call over the union of rows.
+  // linear() call on this backend; the CPU does them in one pool call over the union of rows,
+  // CUDA in one launch per group of weights with the same split-K count (q/k/v: one launch).
   virtual void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs) = 0;
   // ids were range-checked by the caller.
   virtual void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
@@ -142,6 +161,16 @@ class Backend {
                     const float* cos_sin) = 0;
   virtual void silu_mul(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual void add(float* x, const float* delta, int64_t n) = 0;  // x += delta
+  // The residual add and the next norm in one op: x += delta ([M][D]), then
+  // y = rms_norm(x, M, D, w, eps, zero_centered): bitwise add() then rms_norm().
+  virtual void add_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const float* w,
+                            float eps, bool zero_centered, float* y) = 0;
+  // Bitwise this sequence of ops (the CPU backend runs exactly it; CUDA does it in one launch):
+  //   copy_2d(q, head_dim, q_in, q_in_stride, T * n_heads, head_dim)   when q_in != q
+  //   rms_norm(q, T * n_heads, head_dim, q_norm, eps, zero_centered, q)  when q_norm
+  //   rms_norm(k, T * n_kv_heads, head_dim, k_norm, ...)                  when k_norm
+  //   rope(q, T, n_heads, ...); rope(k, T, n_kv_heads, ...); kv_write(kv, k, v, T, slots)
+  virtual void attention_prep(const AttentionPrep& p, const KvLayerView& kv) = 0;
   virtual void sigmoid_mul(float* x, const float* gate, int64_t n) = 0;  // x *= sigmoid(gate)
   // Row t's key and value (kv_dim floats each) into slot slots[t] of the layer's cache.
   virtual void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t T,

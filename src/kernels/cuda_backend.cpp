@@ -11,15 +11,23 @@
 // and uploads are staged in pinned host memory at bump offsets, so a replay of the same key sees
 // the same addresses; every op hashes its arguments, and a replay that does not call exactly the
 // recorded ops is an internal error (the graph is dropped, never silently misused).
+//
+// LOCKSTEP_CUDA_PROFILE=1 times every op on the GPU (OpProfile below; graphs off) and prints a
+// table per kind of step to stderr when the backend is destroyed.
 #ifdef LOCKSTEP_HAVE_CUDA
 
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -83,6 +91,181 @@ void host_row(const Weight& w, int64_t r, float* out) {
   for (int64_t k = 0; k < w.cols; ++k) out[k] = ref::weight_at(w.dtype, w.data, w.cols, r, k);
 }
 
+// Per-op GPU time, on when LOCKSTEP_CUDA_PROFILE is set (and not "0"). Every op sits between two
+// CUDA events; ops are grouped by the kind of step they ran in: the begin_step key without its
+// context bucket ("dense|1l" = a decode step of one sequence wanting the last logits), "unrecorded
+// step" for steps with no key (prefill and other large or rollback-keeping calls), "outside a
+// step" for the rest (the MTP head's drafts, rollback replays). The stream is held (hold_stream)
+// while a chunk of ops is enqueued and then released, so the GPU runs each chunk back to back as a
+// graph would and the events measure kernels, not the host's launch gaps. The table goes to
+// stderr when the backend is destroyed.
+class OpProfile {
+ public:
+  static bool wanted() {
+    const char* v = std::getenv("LOCKSTEP_CUDA_PROFILE");
+    return v && *v && std::string(v) != "0";
+  }
+  OpProfile() { host_flag_ = cuda::hold_flag_create(&device_flag_); }
+  ~OpProfile() {
+    release();
+    cuda::synchronize();
+    flush();
+    print();
+    for (void* e : free_) cuda::event_destroy(e);
+    cuda::hold_flag_destroy(host_flag_);
+  }
+
+  void begin_step(const std::string& key) {
+    std::string label = key.empty() ? "unrecorded step" : key;
+    if (const size_t bar = label.rfind("|k"); !key.empty() && bar != std::string::npos)
+      label.resize(bar);  // "dense|1l|k3" -> "dense|1l"
+    phase_ = id_of(phases_, phase_ids_, label);
+    if (steps_.size() <= static_cast<size_t>(phase_)) steps_.resize(phase_ + 1, 0);
+    ++steps_[phase_];
+  }
+  void end_step() { phase_ = outside_; }
+
+  void op_begin(std::string_view name) {
+    if (!held_) {
+      cuda::hold_stream(device_flag_, ++ticket_, 20.0);
+      held_ = true;
+      chunk_ = 0;
+    }
+    open_ = {id_of(ops_, op_ids_, std::string(name)), phase_, take(), nullptr};
+    cuda::event_record(open_.start);
+  }
+  void op_end() {
+    open_.end = take();
+    cuda::event_record(open_.end);
+    pending_.push_back(open_);
+    if (++chunk_ >= kChunk) release();
+    if (pending_.size() >= kMaxPending) {
+      release();
+      cuda::synchronize();
+      flush();
+    }
+  }
+  // Lets the held stream run (before anything that waits for it).
+  void release() {
+    if (!held_) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    *static_cast<volatile uint32_t*>(host_flag_) = ticket_;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    held_ = false;
+  }
+  // After the stream was synchronised: every pending op's time into the table.
+  void flush() {
+    for (const Pending& p : pending_) {
+      Stat& st = stats_[{p.phase, p.op}];
+      st.ms += cuda::event_elapsed_ms(p.start, p.end);
+      ++st.calls;
+      free_.push_back(p.start);
+      free_.push_back(p.end);
+    }
+    pending_.clear();
+  }
+
+ private:
+  static constexpr int kChunk = 192;
+  static constexpr size_t kMaxPending = 8192;
+  struct Pending {
+    int op, phase;
+    void* start;
+    void* end;
+  };
+  struct Stat {
+    double ms = 0;
+    int64_t calls = 0;
+  };
+  struct Key {
+    int phase, op;
+    bool operator==(const Key& o) const { return phase == o.phase && op == o.op; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return std::hash<int64_t>()((int64_t{k.phase} << 32) | k.op); }
+  };
+
+  static int id_of(std::vector<std::string>& names, std::unordered_map<std::string, int>& ids,
+                   const std::string& name) {
+    auto it = ids.find(name);
+    if (it != ids.end()) return it->second;
+    names.push_back(name);
+    return ids[name] = static_cast<int>(names.size()) - 1;
+  }
+  void* take() {
+    if (free_.empty()) return cuda::event_create();
+    void* e = free_.back();
+    free_.pop_back();
+    return e;
+  }
+
+  void print() const {
+    if (stats_.empty() || steps_.empty()) return;  // no forward ran (bench's copy-bandwidth probe)
+    std::fprintf(stderr,
+                 "lockstep CUDA profile (LOCKSTEP_CUDA_PROFILE: GPU time of each op between CUDA "
+                 "events, eager, ops of a chunk run back to back)\n");
+    for (int ph = 0; ph < static_cast<int>(phases_.size()); ++ph) {
+      std::vector<std::pair<int, Stat>> rows;
+      double total = 0;
+      for (const auto& [k, st] : stats_)
+        if (k.phase == ph) {
+          rows.push_back({k.op, st});
+          total += st.ms;
+        }
+      if (rows.empty()) continue;
+      std::sort(rows.begin(), rows.end(),
+                [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+      const int64_t steps = ph < static_cast<int>(steps_.size()) ? steps_[ph] : 0;
+      std::fprintf(stderr, "%s: %lld steps, %.3f ms of op time", phases_[ph].c_str(),
+                   static_cast<long long>(steps), total);
+      if (steps > 0) std::fprintf(stderr, ", %.1f us per step", total * 1e3 / steps);
+      std::fprintf(stderr, "\n  %-34s %9s %10s %11s %9s %10s %7s\n", "op", "calls", "calls/step",
+                   "total us", "us/call", "us/step", "share");
+      for (const auto& [op, st] : rows)
+        std::fprintf(stderr, "  %-34s %9lld %10.2f %11.1f %9.2f %10.2f %6.1f%%\n",
+                     ops_[op].c_str(), static_cast<long long>(st.calls),
+                     steps > 0 ? static_cast<double>(st.calls) / steps : 0.0, st.ms * 1e3,
+                     st.ms * 1e3 / st.calls, steps > 0 ? st.ms * 1e3 / steps : 0.0,
+                     100.0 * st.ms / total);
+    }
+  }
+
+  uint32_t* host_flag_ = nullptr;
+  const uint32_t* device_flag_ = nullptr;
+  uint32_t ticket_ = 0;
+  bool held_ = false;
+  int chunk_ = 0;
+  std::vector<std::string> phases_{"outside a step"}, ops_;
+  std::unordered_map<std::string, int> phase_ids_{{"outside a step", 0}}, op_ids_;
+  const int outside_ = 0;
+  int phase_ = 0;
+  std::vector<int64_t> steps_;
+  Pending open_{};
+  std::vector<Pending> pending_;
+  std::vector<void*> free_;
+  std::unordered_map<Key, Stat, KeyHash> stats_;
+};
+
+// Times the op in its scope when profiling (p non-null).
+class OpScope {
+ public:
+  OpScope(OpProfile* p, std::string_view name) : p_(p) {
+    if (p_) p_->op_begin(name);
+  }
+  ~OpScope() {
+    if (p_) p_->op_end();
+  }
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  OpProfile* p_;
+};
+
+std::string shape_name(const char* op, const Weight& w) {
+  return std::string(op) + " " + std::to_string(w.rows) + "x" + std::to_string(w.cols);
+}
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(ThreadPool* threads)
@@ -93,8 +276,13 @@ class CudaBackend final : public Backend {
     // LOCKSTEP_CUDA_GRAPHS=0 runs every step eagerly (to measure what graphs save).
     const char* g = std::getenv("LOCKSTEP_CUDA_GRAPHS");
     graphs_enabled_ = !(g && std::string(g) == "0");
+    if (OpProfile::wanted()) {  // times ops one by one: eager only
+      prof_ = std::make_unique<OpProfile>();
+      graphs_enabled_ = false;
+    }
   }
   ~CudaBackend() override {
+    prof_.reset();  // prints its table
     cuda::synchronize();
     drop_graphs();
     if (arena_) cuda::free_device(arena_);
@@ -132,6 +320,7 @@ class CudaBackend final : public Backend {
     sizes_.erase(it);
   }
   void upload(void* dst, const void* src, size_t bytes) override {
+    if (prof_) prof_->release();  // a pageable copy may wait for the stream
     if (mode_ == Mode::Eager) return cuda::upload(dst, src, bytes);
     // Staged: the recorded copy reads the pinned bytes when the graph runs.
     char* staged = staging_take(bytes);
@@ -141,15 +330,19 @@ class CudaBackend final : public Backend {
   }
   void download(void* dst, const void* src, size_t bytes) override {
     if (mode_ != Mode::Eager) run_recording();
+    if (prof_) prof_->release();
     cuda::download(dst, src, bytes);
+    if (prof_) prof_->flush();
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (skip(Trace() << 2 << dst << src << static_cast<int64_t>(bytes))) return;
+    OpScope t(prof_.get(), "copy");
     cuda::copy(dst, src, bytes);
   }
 
   void begin_step(const std::string& key) override {
     LOCKSTEP_CHECK(mode_ == Mode::Eager, "nested begin_step");
+    if (prof_) prof_->begin_step(key);
     if (key.empty() || !graphs_enabled_) return;
     if (graph_generation_ != cuda::scratch_generation()) drop_graphs();  // stale addresses
     // A server's batches come in many shapes; bound what the recordings hold.
@@ -172,6 +365,10 @@ class CudaBackend final : public Backend {
     key_ = key;
   }
   void end_step(bool completed) override {
+    if (prof_) {
+      prof_->release();
+      prof_->end_step();
+    }
     // A step with no download (a prefill chunk that wants no logits) has recorded or skipped
     // all its ops by now: run them, and wait, because the next step rewrites the pinned staging
     // area that this graph's uploads read when they execute.
@@ -191,6 +388,7 @@ class CudaBackend final : public Backend {
 
   Weight place(const Weight& host) override {
     if (!host.data) return host;
+    if (prof_) prof_->release();
     auto found = placed_.find(host.data);  // tied embeddings / lm_head share one copy
     if (found != placed_.end()) return found->second;
     Weight w;
@@ -232,6 +430,7 @@ class CudaBackend final : public Backend {
     // exactness costs, not for keeping the promise).
     const bool fast = numerics() == Numerics::Fast;
     if (M <= 0 || skip(Trace() << (fast ? 24 : 10) << x << M << w << bias << y)) return;
+    OpScope t(prof_.get(), prof_ ? shape_name(fast ? "linear (cuBLAS)" : "linear", w) : "");
     if (fast) {
       if (!fast_checked_) {
         std::string why;
@@ -243,40 +442,81 @@ class CudaBackend final : public Backend {
     }
     cuda::linear(x, M, w, bias, y);
   }
-  // One linear() per weight: each records (or is checked against) its own trace entry.
+  // Weights of the same split count in one launch (cuda::linear_multi); fast: one cuBLAS call each.
   void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs) override {
-    for (const LinearOut& o : outs) linear(x, M, *o.w, o.bias, o.y);
+    if (numerics() == Numerics::Fast) {
+      for (const LinearOut& o : outs) linear(x, M, *o.w, o.bias, o.y);
+      return;
+    }
+    if (M <= 0 || outs.empty()) return;
+    Trace tr;
+    tr << 25 << x << M;
+    for (const LinearOut& o : outs) tr << *o.w << o.bias << o.y;
+    if (skip(tr)) return;
+    std::string name;
+    if (prof_) {
+      name = "linear_multi ";
+      for (const LinearOut& o : outs)
+        name += (&o == outs.data() ? "" : "+") + std::to_string(o.w->rows);
+      name += "x" + std::to_string(outs[0].w->cols);
+    }
+    OpScope t(prof_.get(), name);
+    cuda::linear_multi(x, M, outs.data(), static_cast<int64_t>(outs.size()));
   }
   void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
     if (skip(Trace() << 11 << table << ids << n << out)) return;
+    OpScope t(prof_.get(), "embedding");
     cuda::embedding(table, ids, n, out);
   }
   void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps,
                 bool zero_centered, float* y) override {
     if (skip(Trace() << 12 << x << M << D << w << eps << static_cast<int64_t>(zero_centered) << y))
       return;
+    OpScope t(prof_.get(), "rms_norm");
     cuda::rms_norm(x, M, D, w, eps, zero_centered, y);
   }
   void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
             const float* cos_sin) override {
     if (skip(Trace() << 13 << x << M << heads << head_dim << rotary_dim << cos_sin)) return;
+    OpScope t(prof_.get(), "rope");
     cuda::rope(x, M, heads, head_dim, rotary_dim, cos_sin);
   }
   void silu_mul(const float* gate, const float* up, float* out, int64_t n) override {
     if (skip(Trace() << 14 << gate << up << out << n)) return;
+    OpScope t(prof_.get(), "silu_mul");
     cuda::silu_mul(gate, up, out, n);
   }
   void add(float* x, const float* delta, int64_t n) override {
     if (skip(Trace() << 15 << x << delta << n)) return;
+    OpScope t(prof_.get(), "add");
     cuda::add(x, delta, n);
+  }
+  void add_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const float* w, float eps,
+                    bool zero_centered, float* y) override {
+    if (skip(Trace() << 26 << x << delta << M << D << w << eps
+                     << static_cast<int64_t>(zero_centered) << y))
+      return;
+    OpScope t(prof_.get(), "add_rms_norm");
+    cuda::add_rms_norm(x, delta, M, D, w, eps, zero_centered, y);
+  }
+  void attention_prep(const AttentionPrep& p, const KvLayerView& kv) override {
+    if (skip(Trace() << 27 << p.q_in << p.q_in_stride << p.q << p.k << p.v << p.T << p.n_heads
+                     << p.q_norm << p.k_norm << p.eps << static_cast<int64_t>(p.zero_centered)
+                     << p.rotary_dim << p.cos_sin << p.slots << kv.k << kv.v << kv.n_kv_heads
+                     << kv.head_dim))
+      return;
+    OpScope t(prof_.get(), "attention_prep");
+    cuda::attention_prep(p, kv);
   }
   void sigmoid_mul(float* x, const float* gate, int64_t n) override {
     if (skip(Trace() << 17 << x << gate << n)) return;
+    OpScope t(prof_.get(), "sigmoid_mul");
     cuda::sigmoid_mul(x, gate, n);
   }
   void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t T,
                 const int32_t* slots) override {
     if (skip(Trace() << 18 << kv.k << kv.v << k << v << T << slots)) return;
+    OpScope t(prof_.get(), "kv_write");
     cuda::kv_write(k, v, T, kv.n_kv_heads * kv.head_dim, slots, const_cast<float*>(kv.k),
                    const_cast<float*>(kv.v));
   }
@@ -286,17 +526,20 @@ class CudaBackend final : public Backend {
                      << rows.max_keys << n_heads << kv.k << kv.v << kv.block_tokens << scale
                      << out))
       return;
+    OpScope t(prof_.get(), "attention");
     cuda::attention(q, T, rows.block_tables, rows.table_stride, rows.n_keys, rows.max_keys,
                     n_heads, kv, scale, out);
   }
   void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                    float* out) override {
     if (skip(Trace() << 20 << x << rows << n << D << out)) return;
+    OpScope t(prof_.get(), "gather_rows");
     cuda::gather_rows(x, rows, n, D, out);
   }
   void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                int64_t rows, int64_t cols) override {
     if (skip(Trace() << 21 << dst << dst_stride << src << src_stride << rows << cols)) return;
+    OpScope t(prof_.get(), "copy_2d");
     cuda::copy_2d(dst, dst_stride, src, src_stride, rows, cols);
   }
   void deltanet_step(const DeltaNetShape& d, const float* conv_w, const float* A_log,
@@ -306,12 +549,14 @@ class CudaBackend final : public Backend {
     if (skip(Trace() << 22 << conv_w << A_log << dt_bias << inputs << T << spans << n_spans
                      << max_span_tokens << core << d.nk << d.nv << d.dk << d.dv << d.K))
       return;
+    OpScope t(prof_.get(), "deltanet_step");
     cuda::deltanet_step(d, conv_w, A_log, dt_bias, inputs, T, spans, n_spans, max_span_tokens,
                         core);
   }
   void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
                       float eps, float* y) override {
     if (skip(Trace() << 23 << x << z << rows << D << w << eps << y)) return;
+    OpScope t(prof_.get(), "gated_rms_norm");
     cuda::gated_rms_norm(x, z, rows, D, w, eps, y);
   }
 
@@ -390,6 +635,7 @@ class CudaBackend final : public Backend {
     return staging_ + at;
   }
 
+  std::unique_ptr<OpProfile> prof_;  // LOCKSTEP_CUDA_PROFILE
   bool fast_checked_ = false;
   bool graphs_enabled_ = true;
   Mode mode_ = Mode::Eager;

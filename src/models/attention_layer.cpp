@@ -50,29 +50,32 @@ void attention_forward(const AttentionWeights& w, const ModelConfig& c, const fl
                                      {&w.v, data_or_null(w.v_bias), v.data()}};
   be.linear_multi(h, T, qkv);
 
-  kernels::Floats q, gate;
-  if (w.gated) {  // per head: [query (hd) | gate (hd)]
-    q = be.array<float>(T * qd);
+  // Gated: per head [query (hd) | gate (hd)]; attention_prep reads the query halves in place.
+  kernels::Floats q = w.gated ? be.array<float>(T * qd) : std::move(qg), gate;
+  if (w.gated) {
     gate = be.array<float>(T * qd);
-    be.copy_2d(q.data(), hd, qg.data(), 2 * hd, T * nh, hd);
     be.copy_2d(gate.data(), hd, qg.data() + hd, 2 * hd, T * nh, hd);
-  } else {
-    q = std::move(qg);
   }
-  if (!w.q_norm.empty()) {
-    be.rms_norm(q.data(), T * nh, hd, w.q_norm.data(), static_cast<float>(c.rms_norm_eps),
-                c.zero_centered_norm, q.data());
-    be.rms_norm(k.data(), T * nkv, hd, w.k_norm.data(), static_cast<float>(c.rms_norm_eps),
-                c.zero_centered_norm, k.data());
-  }
-  const int64_t rd = c.rotary_dim();
-  be.rope(q.data(), T, nh, hd, rd, rows.cos_sin.data());
-  be.rope(k.data(), T, nkv, hd, rd, rows.cos_sin.data());
-
-  // Keys and values are written before attention reads them: a row sees the rows before it in
-  // the same call exactly as it would see them from an earlier call.
+  // q/k norm, RoPE, then keys and values into the cache, in one op. Keys and values are written
+  // before attention reads them: a row sees the rows before it in the same call exactly as it
+  // would see them from an earlier call.
   const kernels::KvLayerView layer = pool.layer(kv_layer);
-  be.kv_write(layer, k.data(), v.data(), T, rows.slots.data());
+  kernels::AttentionPrep prep;
+  prep.q_in = w.gated ? qg.data() : q.data();
+  prep.q_in_stride = w.gated ? 2 * hd : hd;
+  prep.q = q.data();
+  prep.k = k.data();
+  prep.v = v.data();
+  prep.T = T;
+  prep.n_heads = nh;
+  prep.q_norm = data_or_null(w.q_norm);
+  prep.k_norm = data_or_null(w.k_norm);
+  prep.eps = static_cast<float>(c.rms_norm_eps);
+  prep.zero_centered = c.zero_centered_norm;
+  prep.rotary_dim = c.rotary_dim();
+  prep.cos_sin = rows.cos_sin.data();
+  prep.slots = rows.slots.data();
+  be.attention_prep(prep, layer);
   kernels::Floats attn = be.array<float>(T * qd);
   be.attention(q.data(), T, rows.attn, nh, layer, 1.0f / std::sqrt(static_cast<float>(hd)),
                attn.data());

@@ -72,8 +72,8 @@ class MtpHead final : public MtpDrafter {
 
     be.rms_norm(x.data(), T, H, input_norm_.data(), eps, c.zero_centered_norm, h.data());
     attention_forward(attn_, c, h.data(), T, b.rows, kv_, 0, delta.data(), be);
-    be.add(x.data(), delta.data(), T * H);
-    be.rms_norm(x.data(), T, H, post_attention_norm_.data(), eps, c.zero_centered_norm, h.data());
+    be.add_rms_norm(x.data(), delta.data(), T, H, post_attention_norm_.data(), eps,
+                    c.zero_centered_norm, h.data());
     mlp_forward(mlp_, h.data(), T, delta.data(), be);
     be.add(x.data(), delta.data(), T * H);
     return finish_forward(fwd, b, x.data(), H,

@@ -180,8 +180,13 @@ class HybridModel final : public Model {
         longest = std::max(longest, n);
       }
     const kernels::DeviceArray<kernels::DeltaNetSpan> spans = be.upload(host_spans);
+    // Each residual add is fused with the norm that reads its x (add_rms_norm: the same bits as
+    // add then rms_norm); the last layer's MLP residual is a plain add.
     for (const HybridLayer& L : layers_) {
-      be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
+      if (&L == &layers_.front())
+        be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
+      else
+        be.add_rms_norm(x.data(), delta.data(), T, H, L.input_norm.data(), eps, true, h.data());
       if (L.kind == LayerKind::FullAttention) {
         attention_forward(L.attn, c, h.data(), T, b.rows, kv_, L.index, delta.data(), be);
       } else {
@@ -195,11 +200,11 @@ class HybridModel final : public Model {
         deltanet_mix(L.deltanet, dims_, inputs.data(), z.data(), T,
                      spans.data() + L.index * n_items, n_items, longest, eps, delta.data(), be);
       }
-      be.add(x.data(), delta.data(), T * H);
-      be.rms_norm(x.data(), T, H, L.post_attention_norm.data(), eps, true, h.data());
+      be.add_rms_norm(x.data(), delta.data(), T, H, L.post_attention_norm.data(), eps, true,
+                      h.data());
       mlp_forward(L.mlp, h.data(), T, delta.data(), be);
-      be.add(x.data(), delta.data(), T * H);
     }
+    if (!layers_.empty()) be.add(x.data(), delta.data(), T * H);
     return finish_forward(items, b, x.data(), H, {&final_norm_, lm_head_, eps, true}, be);
   }
 

@@ -113,6 +113,21 @@ class CpuBackend final : public Backend {
   void sigmoid_mul(float* x, const float* gate, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) x[i] *= sigmoid_f32(gate[i]);
   }
+  // Exactly the separate ops (the CPU gains nothing from fusing them, and keeps its bits).
+  void add_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const float* w, float eps,
+                    bool zero_centered, float* y) override {
+    add(x, delta, M * D);
+    rms_norm(x, M, D, w, eps, zero_centered, y);
+  }
+  void attention_prep(const AttentionPrep& p, const KvLayerView& kv) override {
+    const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads;
+    if (p.q_in != p.q) copy_2d(p.q, hd, p.q_in, p.q_in_stride, p.T * p.n_heads, hd);
+    if (p.q_norm) rms_norm(p.q, p.T * p.n_heads, hd, p.q_norm, p.eps, p.zero_centered, p.q);
+    if (p.k_norm) rms_norm(p.k, p.T * nkv, hd, p.k_norm, p.eps, p.zero_centered, p.k);
+    rope(p.q, p.T, p.n_heads, hd, p.rotary_dim, p.cos_sin);
+    rope(p.k, p.T, nkv, hd, p.rotary_dim, p.cos_sin);
+    kv_write(kv, p.k, p.v, p.T, p.slots);
+  }
   void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t T,
                 const int32_t* slots) override {
     const int64_t kvd = kv.n_kv_heads * kv.head_dim;

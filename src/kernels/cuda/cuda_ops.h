@@ -13,10 +13,12 @@
 //   K walk with weights as the MMA's A operand (swapped operands), not a different kernel order.
 // - rms_norm / softmax-like row reductions: one block per row, fixed per-thread strides and a
 //   fixed tree; nothing depends on the number of rows.
-// - attention: per (row, head) the keys are taken in fixed chunks aligned to absolute positions
-//   (kAttentionChunk), each chunk reduced in a fixed order, the chunks merged in position order
-//   with the online-softmax update; the number of rows, the KV block size and the other rows do
-//   not change a row's bits.
+// - attention: BF16 tensor cores (q, keys, values rounded to BF16 as staged; the softmax weights
+//   rounded to BF16 for P.V, FP32 accumulate). Per (row, head) the keys are taken in fixed chunks
+//   aligned to absolute positions (kAttentionChunk), each chunk reduced in a fixed order
+//   (attention.cu), the chunks merged in position order with the online-softmax update; the
+//   number of rows, the KV block size, max_keys, the launch shape and the other rows do not
+//   change a row's bits.
 // CPU and GPU are not promised to agree bit for bit (tensor cores accumulate their own way).
 #pragma once
 
@@ -52,6 +54,11 @@ void synchronize();
 // weights to BF16 when it places them) and w.data, bias device pointers; quantized weights are
 // not supported here (the backend dequantizes them when placing).
 void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y);
+// Several weights against the same x (every w->cols equal): each y bitwise equal to a separate
+// linear() of its weight. Weights of the same split count S (split_count of each weight's own N and
+// K, unchanged) share one launch, up to 4 a launch (q/k/v, gate/up: one launch each); for M > 16
+// x is converted to bf16 once for all of them.
+void linear_multi(const float* x, int64_t M, const LinearOut* outs, int64_t n);
 
 // numerics fast: the same y = x W^T (+ bias) through cuBLAS (cublasGemmEx: x rounded to BF16,
 // BF16 weights, FP32 accumulate and output, bias added after by a separate kernel). cuBLAS is
@@ -66,9 +73,12 @@ bool linear_fast_available(std::string* why_not);
 // 128x128 or 64x64 tile for M > 64. Any choice gives the same bits (that is what tests check).
 namespace testing {
 void set_linear_tile_override(int tile);
-// Tests only: 0 = the in-block attention kernel takes kMaxGroup / G rows per block (default);
-// r > 0 caps it at r (1 = one row per block, the old launch). Any choice gives the same bits.
+// Tests only: 0 = attention picks its query rows per block (default); r > 0 takes
+// min(r, as many as fit) (1 = one row per block). Any choice gives the same bits.
 void set_attention_rows_override(int rows);
+// Tests only: 0 = attention picks its launch from T (default); 1 forces the split launch (chunk
+// partials + merge, decode's), 2 the walk (one block walks its chunks, prefill's). Same bits.
+void set_attention_path_override(int path);
 }
 
 // out[i][:] = float(table row ids[i]); table BF16 [V][D] on the device; ids checked by the caller.
@@ -82,6 +92,13 @@ void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_d
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // x[i] += delta[i].
 void add(float* x, const float* delta, int64_t n);
+// x += delta ([M][D]), then y = rms_norm(x): one launch, bitwise add() then rms_norm(). y may
+// equal x.
+void add_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const float* w, float eps,
+                  bool zero_centered, float* y);
+// Backend::attention_prep (backend.h): q from q_in's stride, q/k head norms, RoPE and the KV cache
+// write (skipped when kv.k is null) in one launch, bitwise the separate ops.
+void attention_prep(const AttentionPrep& p, const KvLayerView& kv);
 // x[i] *= sigmoid(gate[i]).
 void sigmoid_mul(float* x, const float* gate, int64_t n);
 
@@ -96,7 +113,9 @@ void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const i
 // at slot p % block_tokens; block b's keys start at kv.k + b * block_tokens * n_kv_heads * head_dim
 // (values at kv.v likewise). q, out: [T][n_heads][head_dim]; GQA: head h reads kv head
 // h / (n_heads / n_kv_heads). max_keys >= every n_keys[t] (a launch bound only: it must not change
-// any row's bits).
+// any row's bits). head_dim 64, 128 or 256, at most 16 query heads per KV head; q, kv.k, kv.v
+// 16-byte aligned. BF16 inputs: expect ~3e-3 absolute from the FP32 CPU kernel on values in
+// [-1, 1] (attention_test), not 1e-5.
 void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t table_stride,
                const int32_t* n_keys, int64_t max_keys, int64_t n_heads, const KvLayerView& kv,
                float scale, float* out);
@@ -150,6 +169,20 @@ void* end_capture();
 void abort_capture();  // ends a capture that failed part-way and drops it
 void launch_graph(void* graph);
 void destroy_graph(void* graph);
+// Per-op timing (LOCKSTEP_CUDA_PROFILE, cuda_backend.cpp): CUDA events on the stream, and a hold
+// that keeps the stream from starting the ops queued behind it until the host releases it (so
+// the events time the kernels back to back, as a graph runs them, not the host's launch gaps).
+void* event_create();
+void event_destroy(void* e);
+void event_record(void* e);
+float event_elapsed_ms(void* start, void* end);  // both recorded and complete
+// A flag in mapped pinned memory: *host_flag written by the host, read by the device.
+uint32_t* hold_flag_create(const uint32_t** device_flag);
+void hold_flag_destroy(uint32_t* host_flag);
+// Enqueues a kernel that waits until the flag reaches `ticket` (modular compare) or timeout_ms
+// passes (so a host that blocks on a full launch queue never deadlocks).
+void hold_stream(const uint32_t* device_flag, uint32_t ticket, double timeout_ms);
+
 // Counts how often the library's internal scratch buffers were reallocated: a graph recorded
 // before a reallocation points at freed memory and must not be launched again.
 uint64_t scratch_generation();

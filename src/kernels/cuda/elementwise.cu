@@ -1,8 +1,13 @@
-// The per-element and per-row ops of cuda_ops.h: embedding, rms_norm, rope, silu_mul, add,
-// sigmoid_mul, kv_write, gather_rows. Each output element is computed by one
-// thread from its own inputs (rms_norm: one block per row, fixed strides and tree), so nothing
-// depends on how many rows a call has. exp/silu/sigmoid are the CPU's polynomials (common.cuh):
-// silu_mul and sigmoid_mul give the CPU's bits.
+// The per-element and per-row ops of cuda_ops.h: embedding, rms_norm, add_rms_norm, rope,
+// attention_prep, silu_mul, add, sigmoid_mul, kv_write, gather_rows. Each output element is
+// computed by one thread from its own inputs (the norms: one block per row, fixed strides and
+// tree, rms_factor), so nothing depends on how many rows a call has; the fused ops run the same
+// per-element arithmetic as the ops they replace, so they give the same bits. exp/silu/sigmoid
+// are the CPU's polynomials (common.cuh): silu_mul and sigmoid_mul give the CPU's bits.
+//
+// At one row (decode) these kernels cost their launch and one round of dependent memory
+// latency, not bandwidth (a 4096-float row is 16 KiB): what pays there is fewer launches (the
+// fused ops) and issuing a row's loads together (the norms' register-held rows).
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
@@ -24,17 +29,13 @@ __global__ void embedding_kernel(const uint16_t* __restrict__ table, const int32
   out[i] = __uint_as_float(bits);
 }
 
-// One block of 256 threads per row: thread i sums x[d]^2 for d = i, i + 256, ... with fmaf in
-// that order, a xor-butterfly per warp, then warp 0..7 results added in order by thread 0.
-__global__ void __launch_bounds__(kThreads) rms_norm_kernel(const float* x, int64_t D,
-                                                            const float* __restrict__ w, float eps,
-                                                            bool zero_centered, float* y) {
+// The one row reduction of every RMSNorm here (blocks of 256 threads): s is this thread's sum of
+// x[d]^2 over d = i, i + 256, ... (fmaf, in that order); a xor butterfly per warp, then warps
+// 0..7 added in order by thread 0. Returns 1 / sqrt(sum / D + eps) to every thread. The order is
+// a function of D alone (never of the number of rows or where the row sits).
+__device__ __forceinline__ float rms_factor(float s, int64_t D, float eps) {
   __shared__ float part[kThreads / 32];
   __shared__ float factor;
-  const float* xr = x + static_cast<int64_t>(blockIdx.x) * D;
-  float* yr = y + static_cast<int64_t>(blockIdx.x) * D;
-  float s = 0.0f;
-  for (int64_t d = threadIdx.x; d < D; d += kThreads) s = __fmaf_rn(xr[d], xr[d], s);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
@@ -46,10 +47,179 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const float* x, int6
     factor = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(D)), eps)));
   }
   __syncthreads();
-  const float r = factor;
-  for (int64_t d = threadIdx.x; d < D; d += kThreads) {
-    const float xs = __fmul_rn(xr[d], r);
-    yr[d] = __fmul_rn(xs, zero_centered ? __fadd_rn(1.0f, w[d]) : w[d]);
+  return factor;
+}
+
+__device__ __forceinline__ float norm_weight(const float* w, int64_t d, bool zero_centered) {
+  return zero_centered ? __fadd_rn(1.0f, w[d]) : w[d];
+}
+
+// One block of 256 threads per row (rms_factor's schedule); ADD first does x += delta on the row
+// (the add kernel's one FP32 add per element) and normalises the sums. PER > 0: D <= 256 PER and
+// each thread keeps its PER elements (and their weights) in registers, all loads issued at once:
+// a single row at decode waits on memory round trips, not bandwidth; PER = 0: any D, the row
+// read twice. Same bits either way.
+template <int PER, bool ADD>
+__global__ void __launch_bounds__(kThreads) rms_norm_kernel(float* x, const float* delta, int64_t D,
+                                                            const float* __restrict__ w, float eps,
+                                                            bool zero_centered, float* y) {
+  const int64_t row = blockIdx.x;
+  float* xr = x + row * D;
+  float* yr = y + row * D;
+  const float* dr = ADD ? delta + row * D : nullptr;
+  const int tid = threadIdx.x;
+  float s = 0.0f;
+  if constexpr (PER > 0) {
+    // Every load first (x, delta, w), before any store: x may alias y and delta, so a load
+    // written after a store could not be moved above it, and each would wait a memory round trip.
+    float v[PER], wv[PER], dv[ADD ? PER : 1];
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
+      v[i] = d < D ? xr[d] : 0.0f;
+      if constexpr (ADD) dv[i] = d < D ? dr[d] : 0.0f;
+      wv[i] = d < D ? w[d] : 0.0f;
+    }
+    if constexpr (ADD) {
+#pragma unroll
+      for (int i = 0; i < PER; ++i) {
+        const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
+        if (d < D) {
+          v[i] = __fadd_rn(v[i], dv[i]);
+          xr[d] = v[i];
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (tid + static_cast<int64_t>(i) * kThreads < D) s = __fmaf_rn(v[i], v[i], s);
+    const float r = rms_factor(s, D, eps);
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
+      if (d < D)
+        yr[d] = __fmul_rn(__fmul_rn(v[i], r), zero_centered ? __fadd_rn(1.0f, wv[i]) : wv[i]);
+    }
+  } else {
+    for (int64_t d = tid; d < D; d += kThreads) {
+      float v = xr[d];
+      if constexpr (ADD) {
+        v = __fadd_rn(v, dr[d]);
+        xr[d] = v;
+      }
+      s = __fmaf_rn(v, v, s);
+    }
+    const float r = rms_factor(s, D, eps);
+    for (int64_t d = tid; d < D; d += kThreads)
+      yr[d] = __fmul_rn(__fmul_rn(xr[d], r), norm_weight(w, d, zero_centered));
+  }
+}
+
+template <bool ADD>
+void launch_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const float* w, float eps,
+                     bool zero_centered, float* y) {
+  const dim3 grid(static_cast<unsigned>(M));
+  const int64_t per = (D + kThreads - 1) / kThreads;
+  if (per <= 1) rms_norm_kernel<1, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 2) rms_norm_kernel<2, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 4) rms_norm_kernel<4, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 8) rms_norm_kernel<8, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 16) rms_norm_kernel<16, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 32) rms_norm_kernel<32, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
+  else rms_norm_kernel<0, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
+}
+
+// attention_prep (cuda_ops.h): one block of 256 threads per (row, head), q heads then k heads. The
+// head is read once (from q_in's stride for q) into registers, normalised with rms_norm's exact
+// schedule when it has a norm weight, shared through shared memory for RoPE's pairs, then each
+// element is rotated as the rope kernel does it and written; k heads also go to their cache slot,
+// with their v.
+constexpr int kPrepMaxHeadDim = 1024;
+struct PrepArgs {
+  const float* q_in;
+  int64_t q_in_stride;
+  float* q;
+  float* k;
+  const float* v;
+  int64_t n_heads, n_kv_heads, head_dim, rotary_dim;
+  const float* q_norm;
+  const float* k_norm;
+  float eps;
+  bool zero_centered;
+  const float* cos_sin;
+  const int32_t* slots;
+  float* k_cache;  // null: no cache write
+  float* v_cache;
+};
+
+__global__ void __launch_bounds__(kThreads) attention_prep_kernel(const __grid_constant__ PrepArgs a) {
+  constexpr int kPer = kPrepMaxHeadDim / kThreads;  // elements per thread, d = tid + 256 i
+  __shared__ float buf[kPrepMaxHeadDim];
+  const int64_t heads = a.n_heads + a.n_kv_heads;
+  const int64_t t = blockIdx.x / heads, j = blockIdx.x % heads;
+  const bool is_q = j < a.n_heads;
+  const int64_t hd = a.head_dim, rot = a.rotary_dim, half = rot / 2;
+  const int64_t head_row = is_q ? t * a.n_heads + j : t * a.n_kv_heads + (j - a.n_heads);
+  const float* src = is_q ? a.q_in + head_row * a.q_in_stride : a.k + head_row * hd;
+  float* dst = (is_q ? a.q : a.k) + head_row * hd;
+  const float* nw = is_q ? a.q_norm : a.k_norm;
+  const float* c = a.cos_sin + t * rot;
+  const float* sn = c + half;
+  const bool cache = !is_q && a.k_cache;
+  const int tid = threadIdx.x;
+  // Every load first (the head, its norm weights, cos/sin, the cache slot and v), before any store:
+  // src may be dst, so later loads could not move above the stores, and each would wait a round
+  // trip to memory.
+  float xv[kPer], wv[kPer], cv[kPer], sv[kPer], vv[kPer];
+  const int64_t at = cache ? static_cast<int64_t>(a.slots[t]) * a.n_kv_heads * hd +
+                                 (j - a.n_heads) * hd
+                           : 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
+    const bool in = d < hd;
+    const int64_t ci = d < half ? d : d - half;  // cos/sin index of a rotated element
+    xv[i] = in ? src[d] : 0.0f;
+    wv[i] = in && nw ? nw[d] : 0.0f;
+    cv[i] = in && d < rot ? c[ci] : 0.0f;
+    sv[i] = in && d < rot ? sn[ci] : 0.0f;
+    vv[i] = in && cache ? a.v[head_row * hd + d] : 0.0f;
+  }
+  if (nw) {  // the same for the whole block; rms_norm's schedule and per-element products
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+      if (tid + static_cast<int64_t>(i) * kThreads < hd) s = __fmaf_rn(xv[i], xv[i], s);
+    const float r = rms_factor(s, hd, a.eps);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i)
+      xv[i] = __fmul_rn(__fmul_rn(xv[i], r), a.zero_centered ? __fadd_rn(1.0f, wv[i]) : wv[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
+    if (d < hd) buf[d] = xv[i];
+  }
+  __syncthreads();
+  // RoPE as the rope kernel computes it: element d < half from (x[d], x[d + half]), element
+  // half <= d < rot from (x[d - half], x[d]); the rest unchanged.
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
+    if (d >= hd) continue;
+    float o;
+    if (d < half) {
+      o = __fsub_rn(__fmul_rn(xv[i], cv[i]), __fmul_rn(buf[d + half], sv[i]));
+    } else if (d < rot) {
+      o = __fadd_rn(__fmul_rn(xv[i], cv[i]), __fmul_rn(buf[d - half], sv[i]));
+    } else {
+      o = xv[i];
+    }
+    dst[d] = o;
+    if (cache) {
+      a.k_cache[at + d] = o;
+      a.v_cache[at + d] = vv[i];
+    }
   }
 }
 
@@ -114,8 +284,41 @@ void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) {
 void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps, bool zero_centered,
               float* y) {
   if (M <= 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(M), kThreads, 0, stream()>>>(x, D, w, eps, zero_centered, y);
+  launch_rms_norm<false>(const_cast<float*>(x), nullptr, M, D, w, eps, zero_centered, y);
   check_launch("rms_norm");
+}
+
+void add_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const float* w, float eps,
+                  bool zero_centered, float* y) {
+  if (M <= 0) return;
+  launch_rms_norm<true>(x, delta, M, D, w, eps, zero_centered, y);
+  check_launch("add_rms_norm");
+}
+
+void attention_prep(const AttentionPrep& p, const KvLayerView& kv) {
+  const int64_t hd = kv.head_dim, nkv = kv.n_kv_heads;
+  if (p.rotary_dim % 2 != 0 || p.rotary_dim > hd)
+    fail("CUDA attention_prep: rotary_dim ", p.rotary_dim, " must be even and at most head_dim ",
+         hd);
+  if (p.T <= 0) return;
+  if (hd > kPrepMaxHeadDim || (p.q_in != p.q && p.q_in_stride < hd)) {
+    // Outside the fused kernel's reach: the same ops one by one.
+    if (p.q_in != p.q) copy_2d(p.q, hd, p.q_in, p.q_in_stride, p.T * p.n_heads, hd);
+    if (p.q_norm) rms_norm(p.q, p.T * p.n_heads, hd, p.q_norm, p.eps, p.zero_centered, p.q);
+    if (p.k_norm) rms_norm(p.k, p.T * nkv, hd, p.k_norm, p.eps, p.zero_centered, p.k);
+    rope(p.q, p.T, p.n_heads, hd, p.rotary_dim, p.cos_sin);
+    rope(p.k, p.T, nkv, hd, p.rotary_dim, p.cos_sin);
+    if (kv.k)
+      kv_write(p.k, p.v, p.T, nkv * hd, p.slots, const_cast<float*>(kv.k),
+               const_cast<float*>(kv.v));
+    return;
+  }
+  PrepArgs a{p.q_in, p.q_in_stride, p.q, p.k, p.v, p.n_heads, nkv, hd, p.rotary_dim,
+             p.q_norm, p.k_norm, p.eps, p.zero_centered, p.cos_sin, p.slots,
+             const_cast<float*>(kv.k), const_cast<float*>(kv.v)};
+  const int64_t blocks = p.T * (p.n_heads + nkv);
+  attention_prep_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream()>>>(a);
+  check_launch("attention_prep");
 }
 
 void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,

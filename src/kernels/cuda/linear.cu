@@ -24,9 +24,14 @@
 //   accumulator is flushed into y in piece order (first piece stores, later pieces add, the last
 //   adds the bias), so y ends with the same ((a0 + a1) + a2) + a3 (+ bias) and only one register
 //   set of accumulators is live.
+// - linear_multi: weights that share x and S run in one launch (up to kMaxOuts): the blocks along
+//   grid x are cut into each weight's row blocks in turn, and a block runs the one-weight code on
+//   its weight (Outs / pick). Only addresses differ; every y keeps its separate linear()'s bits.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/mma.cuh"
+
+#include <vector>
 
 namespace lockstep::kernels::cuda {
 namespace {
@@ -61,6 +66,40 @@ int split_count(int64_t N, int64_t K) {
 }
 int split_len(int64_t K, int S) { return static_cast<int>((K / 16 + S - 1) / S * 16); }
 
+// --- the weights of one launch -------------------------------------------------------------------
+// A launch covers up to kMaxOuts weights that share x (so K) and S: the blocks along grid x are
+// the first weight's row blocks, then the second's, ... (end[i] = blocks of weights 0..i). A block
+// finds its weight and then runs exactly the one-weight code on it: only addresses change, never
+// the K walk, so every y is bitwise what a separate linear() of its weight gives.
+constexpr int kMaxOuts = 4;
+struct Outs {
+  const uint16_t* w[kMaxOuts];
+  const float* bias[kMaxOuts];
+  float* y[kMaxOuts];
+  int N[kMaxOuts];
+  int end[kMaxOuts];
+  int n;
+};
+struct Out1 {
+  const uint16_t* w;
+  const float* bias;
+  float* y;
+  int N;
+  int bx;  // the block's index among its weight's row blocks
+};
+// MULTI = false: the launch has one weight (linear()), read straight from the parameters.
+template <bool MULTI>
+__device__ __forceinline__ Out1 pick(const Outs& o) {
+  Out1 r{o.w[0], o.bias[0], o.y[0], o.N[0], static_cast<int>(blockIdx.x)};
+  if constexpr (MULTI) {
+#pragma unroll
+    for (int i = 1; i < kMaxOuts; ++i)
+      if (i < o.n && static_cast<int>(blockIdx.x) >= o.end[i - 1])
+        r = Out1{o.w[i], o.bias[i], o.y[i], o.N[i], static_cast<int>(blockIdx.x) - o.end[i - 1]};
+  }
+  return r;
+}
+
 // --- skinny: M <= 64 ------------------------------------------------------------------------------
 // Block: S pieces x 2 warps; warp (piece p, w) owns weight rows [16 w, 16 w + 16) of the block's 32
 // and walks piece p's k. A stage holds 64 k of each piece.
@@ -82,18 +121,21 @@ struct Skinny {
   static constexpr int kThreads = 64 * S;
 };
 
-template <int MT, bool XF32, int S>
-__global__ void __launch_bounds__(64 * S) linear_skinny(const uint16_t* __restrict__ w,
-                                                        const void* __restrict__ xv, int M, int N,
-                                                        int K, int Ks,
-                                                        const float* __restrict__ bias,
-                                                        float* __restrict__ y) {
+template <int MT, bool XF32, int S, bool MULTI>
+__global__ void __launch_bounds__(64 * S) linear_skinny(const __grid_constant__ Outs outs,
+                                                        const void* __restrict__ xv, int M, int K,
+                                                        int Ks) {
   using C = Skinny<MT, XF32, S>;
   extern __shared__ __align__(128) uint8_t smem[];
+  const Out1 o = pick<MULTI>(outs);
+  const uint16_t* __restrict__ w = o.w;
+  const float* __restrict__ bias = o.bias;
+  float* __restrict__ y = o.y;
+  const int N = o.N;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int piece = warp >> 1, wrow = warp & 1;
   const int ptid = tid & 63;  // thread index within the piece's 2 warps
-  const int n0 = blockIdx.x * kSkRows;
+  const int n0 = o.bx * kSkRows;
   const int m0 = blockIdx.y * 8 * MT;
   const int kbeg = piece * Ks, kend = min(K, kbeg + Ks);
   const int nk = (Ks + kSkBK - 1) / kSkBK;  // stages (the same for every piece)
@@ -254,16 +296,21 @@ struct Tiled {
   static_assert((BN * 8) % kThreads == 0 && (BM * 8) % kThreads == 0, "load split");
 };
 
-template <int BN, int BM, int WN, int WM, int STAGES, int MINB>
+template <int BN, int BM, int WN, int WM, int STAGES, int MINB, bool MULTI>
 __global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads, MINB)
-    linear_tiled(const uint16_t* __restrict__ w, const uint16_t* __restrict__ x, int M, int N,
-                 int K, int Ks, int S, const float* __restrict__ bias, float* __restrict__ y) {
+    linear_tiled(const __grid_constant__ Outs outs, const uint16_t* __restrict__ x, int M, int K,
+                 int Ks, int S) {
   using C = Tiled<BN, BM, WN, WM, STAGES, MINB>;
   constexpr int IA = C::kIA, JB = C::kJB;
   extern __shared__ __align__(128) uint8_t smem[];
+  const Out1 o = pick<MULTI>(outs);
+  const uint16_t* __restrict__ w = o.w;
+  const float* __restrict__ bias = o.bias;
+  float* __restrict__ y = o.y;
+  const int N = o.N;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wn = warp % C::kWarpsN, wm = warp / C::kWarpsN;
-  const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+  const int n0 = o.bx * BN, m0 = blockIdx.y * BM;
   const int nkp = (Ks + kTBK - 1) / kTBK;  // chunks per piece
   const int nk = S * nkp;
   const uint32_t base = smem_addr(smem);
@@ -407,33 +454,66 @@ void allow_smem(int bytes) {
   (void)done;
 }
 
-template <int MT, bool XF32, int S>
-void launch_skinny3(const uint16_t* w, const void* x, int M, int N, int K, int Ks,
-                    const float* bias, float* y) {
+// One launch's weights (all with the same K and S): the table the kernels read, with the block
+// ends filled in for `rows` weight rows per block.
+struct Group {
+  Outs o{};
+  int total_n = 0;  // the weights' rows together
+  void add(const uint16_t* w, const float* bias, float* y, int N) {
+    o.w[o.n] = w, o.bias[o.n] = bias, o.y[o.n] = y, o.N[o.n] = N;
+    ++o.n;
+    total_n += N;
+  }
+  int blocks(int rows) const {  // along grid x
+    int b = 0;
+    for (int i = 0; i < o.n; ++i) b += (o.N[i] + rows - 1) / rows;
+    return b;
+  }
+  Outs table(int rows) const {
+    Outs t = o;
+    int b = 0;
+    for (int i = 0; i < o.n; ++i) t.end[i] = b += (o.N[i] + rows - 1) / rows;
+    return t;
+  }
+};
+
+template <int MT, bool XF32, int S, bool MULTI>
+void launch_skinny3(const Group& g, const void* x, int M, int K, int Ks) {
   using C = Skinny<MT, XF32, S>;
-  allow_smem<linear_skinny<MT, XF32, S>>(C::kSmem);
-  const dim3 grid((N + kSkRows - 1) / kSkRows, (M + 8 * MT - 1) / (8 * MT));
-  linear_skinny<MT, XF32, S><<<grid, C::kThreads, C::kSmem, stream()>>>(w, x, M, N, K, Ks, bias, y);
+  constexpr auto kernel = linear_skinny<MT, XF32, S, MULTI>;
+  allow_smem<kernel>(C::kSmem);
+  const dim3 grid(g.blocks(kSkRows), (M + 8 * MT - 1) / (8 * MT));
+  kernel<<<grid, C::kThreads, C::kSmem, stream()>>>(g.table(kSkRows), x, M, K, Ks);
   check_launch("linear (skinny kernel)");
 }
 
-template <int MT, bool XF32>
-void launch_skinny(const uint16_t* w, const void* x, int M, int N, int K, int S, const float* bias,
-                   float* y) {
+template <int MT, bool XF32, bool MULTI>
+void launch_skinny2(const Group& g, const void* x, int M, int K, int S) {
   const int Ks = split_len(K, S);
-  if (S == 4) launch_skinny3<MT, XF32, 4>(w, x, M, N, K, Ks, bias, y);
-  else if (S == 2) launch_skinny3<MT, XF32, 2>(w, x, M, N, K, Ks, bias, y);
-  else launch_skinny3<MT, XF32, 1>(w, x, M, N, K, Ks, bias, y);
+  if (S == 4) launch_skinny3<MT, XF32, 4, MULTI>(g, x, M, K, Ks);
+  else if (S == 2) launch_skinny3<MT, XF32, 2, MULTI>(g, x, M, K, Ks);
+  else launch_skinny3<MT, XF32, 1, MULTI>(g, x, M, K, Ks);
+}
+
+template <int MT, bool XF32>
+void launch_skinny(const Group& g, const void* x, int M, int K, int S) {
+  if (g.o.n > 1) launch_skinny2<MT, XF32, true>(g, x, M, K, S);
+  else launch_skinny2<MT, XF32, false>(g, x, M, K, S);
+}
+
+template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB, bool MULTI>
+void launch_tiled3(const Group& g, const uint16_t* x, int M, int K, int Ks, int S) {
+  constexpr auto kernel = linear_tiled<BN, BM, WN, WM, STAGES, MINB, MULTI>;
+  allow_smem<kernel>(C::kSmem);
+  const dim3 grid(g.blocks(BN), (M + BM - 1) / BM);
+  kernel<<<grid, C::kThreads, C::kSmem, stream()>>>(g.table(BN), x, M, K, Ks, S);
+  check_launch("linear (tiled kernel)");
 }
 
 template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB>
-void launch_tiled_cfg(const uint16_t* w, const uint16_t* x, int M, int N, int K, int Ks, int S,
-                      const float* bias, float* y) {
-  constexpr auto kernel = linear_tiled<BN, BM, WN, WM, STAGES, MINB>;
-  allow_smem<kernel>(C::kSmem);
-  const dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM);
-  kernel<<<grid, C::kThreads, C::kSmem, stream()>>>(w, x, M, N, K, Ks, S, bias, y);
-  check_launch("linear (tiled kernel)");
+void launch_tiled_cfg(const Group& g, const uint16_t* x, int M, int K, int Ks, int S) {
+  if (g.o.n > 1) launch_tiled3<C, BN, BM, WN, WM, STAGES, MINB, true>(g, x, M, K, Ks, S);
+  else launch_tiled3<C, BN, BM, WN, WM, STAGES, MINB, false>(g, x, M, K, Ks, S);
 }
 
 int sm_count() {
@@ -448,26 +528,24 @@ int sm_count() {
 
 // The largest tile that still gives about one block per multiprocessor (a free choice: every
 // configuration gives the same bits).
-void launch_tiled(const uint16_t* w, const uint16_t* x, int M, int N, int K, int S,
-                  const float* bias, float* y) {
+void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S) {
   const int Ks = split_len(K, S);
   auto blocks = [&](int bn, int bm) {
-    return static_cast<int64_t>((N + bn - 1) / bn) * ((M + bm - 1) / bm);
+    return static_cast<int64_t>(g.blocks(bn)) * ((M + bm - 1) / bm);
   };
   const int64_t want = sm_count() * 9 / 10;
   int pick = tile_override;
   if (pick == 0) pick = blocks(128, 256) >= want ? 1 : (blocks(128, 128) >= want ? 2 : 3);
   if (pick == 1)
-    launch_tiled_cfg<TileBig, 128, 256, 64, 64, 4, 1>(w, x, M, N, K, Ks, S, bias, y);
+    launch_tiled_cfg<TileBig, 128, 256, 64, 64, 4, 1>(g, x, M, K, Ks, S);
   else if (pick == 2)
-    launch_tiled_cfg<TileMid, 128, 128, 64, 32, 4, 1>(w, x, M, N, K, Ks, S, bias, y);
+    launch_tiled_cfg<TileMid, 128, 128, 64, 32, 4, 1>(g, x, M, K, Ks, S);
   else
-    launch_tiled_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(w, x, M, N, K, Ks, S, bias, y);
+    launch_tiled_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(g, x, M, K, Ks, S);
 }
 
-}  // namespace
-
-void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) {
+// Checks a weight for the kernels above (N, K within int; BF16, 16-byte aligned).
+void check_weight(const Weight& w, int64_t M) {
   if (w.quant != QuantFormat::None)
     fail("CUDA linear: quantized weights are not supported (the backend dequantizes them to BF16)");
   if (w.dtype != DType::BF16)
@@ -477,18 +555,44 @@ void linear(const float* x, int64_t M, const Weight& w, const float* bias, float
   if (N <= 0 || K <= 0 || M < 0) fail("CUDA linear: bad shape M=", M, " N=", N, " K=", K);
   if (M > (int64_t{1} << 30) || N > (int64_t{1} << 30) || K > (int64_t{1} << 30))
     fail("CUDA linear: shape too large M=", M, " N=", N, " K=", K);
-  if (M == 0) return;
-  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(w.data) % 16 != 0)
-    fail("CUDA linear: x and the weights must be 16-byte aligned device pointers");
-  const auto* wd = static_cast<const uint16_t*>(w.data);
-  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
-  const int S = split_count(N, K);
+  if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0)
+    fail("CUDA linear: the weights must be 16-byte aligned device pointers");
+}
+
+// The groups of one call: each weight joins the first group of its S with room, else opens one
+// (call order within a group; launch order between groups is free).
+std::vector<Group> groups_of(const LinearOut* outs, int64_t n) {
+  std::vector<Group> gs;
+  std::vector<int> group_s;
+  for (int64_t i = 0; i < n; ++i) {
+    const Weight& w = *outs[i].w;
+    const int S = split_count(w.rows, w.cols);
+    size_t at = 0;
+    while (at < gs.size() && !(group_s[at] == S && gs[at].o.n < kMaxOuts)) ++at;
+    if (at == gs.size()) {
+      gs.emplace_back();
+      group_s.push_back(S);
+    }
+    gs[at].add(static_cast<const uint16_t*>(w.data), outs[i].bias, outs[i].y,
+               static_cast<int>(w.rows));
+  }
+  return gs;
+}
+
+// Runs every group against x (each y bitwise a separate linear()): x read as FP32 by the skinny
+// kernels for M <= 16, else converted to bf16 once for all groups.
+void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& gs) {
+  if (M == 0 || gs.empty()) return;
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    fail("CUDA linear: x must be a 16-byte aligned device pointer");
+  const int m = static_cast<int>(M), k = static_cast<int>(K);
+  auto S_of = [&](const Group& g) { return split_count(g.o.N[0], K); };
   if (M <= 8) {
-    launch_skinny<1, true>(wd, x, m, n, k, S, bias, y);
+    for (const Group& g : gs) launch_skinny<1, true>(g, x, m, k, S_of(g));
     return;
   }
   if (M <= 16) {
-    launch_skinny<2, true>(wd, x, m, n, k, S, bias, y);
+    for (const Group& g : gs) launch_skinny<2, true>(g, x, m, k, S_of(g));
     return;
   }
   auto* xb = static_cast<uint16_t*>(scratch(0, static_cast<size_t>(M * K) * 2));
@@ -497,13 +601,32 @@ void linear(const float* x, int64_t M, const Weight& w, const float* bias, float
     to_bf16_kernel<<<blocks_for(n2, 256), 256, 0, stream()>>>(x, reinterpret_cast<uint32_t*>(xb), n2);
     check_launch("linear (bf16 conversion)");
   }
-  if (M <= 32) {
-    launch_skinny<4, false>(wd, xb, m, n, k, S, bias, y);
-  } else if (M <= 64) {
-    launch_skinny<8, false>(wd, xb, m, n, k, S, bias, y);
-  } else {
-    launch_tiled(wd, xb, m, n, k, S, bias, y);
+  for (const Group& g : gs) {
+    if (M <= 32) launch_skinny<4, false>(g, xb, m, k, S_of(g));
+    else if (M <= 64) launch_skinny<8, false>(g, xb, m, k, S_of(g));
+    else launch_tiled(g, xb, m, k, S_of(g));
   }
+}
+
+}  // namespace
+
+void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) {
+  check_weight(w, M);
+  if (M == 0) return;
+  const LinearOut one{&w, bias, y};
+  run_groups(x, M, w.cols, groups_of(&one, 1));
+}
+
+void linear_multi(const float* x, int64_t M, const LinearOut* outs, int64_t n) {
+  if (n <= 0) return;
+  const int64_t K = outs[0].w->cols;
+  for (int64_t i = 0; i < n; ++i) {
+    check_weight(*outs[i].w, M);
+    if (outs[i].w->cols != K)
+      fail("CUDA linear_multi: weight ", i, " has K = ", outs[i].w->cols, ", the first has ", K);
+  }
+  if (M == 0) return;
+  run_groups(x, M, K, groups_of(outs, n));
 }
 
 namespace testing {

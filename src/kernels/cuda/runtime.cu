@@ -132,6 +132,61 @@ void fill_zero(void* dst, size_t bytes) {
 
 uint64_t scratch_generation() { return detail::scratch_reallocations.load(); }
 
+// --- per-op timing ------------------------------------------------------------------------------
+void* event_create() {
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreate(&e), "event create");
+  return e;
+}
+
+void event_destroy(void* e) {
+  if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+
+void event_record(void* e) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(e), detail::stream()), "event record");
+}
+
+float event_elapsed_ms(void* start, void* end) {
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(end)), "event synchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)),
+        "event elapsed time");
+  return ms;
+}
+
+uint32_t* hold_flag_create(const uint32_t** device_flag) {
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, 64, cudaHostAllocMapped), "pinned flag allocation");
+  *static_cast<volatile uint32_t*>(p) = 0;
+  void* d = nullptr;
+  check(cudaHostGetDevicePointer(&d, p, 0), "pinned flag device address");
+  *device_flag = static_cast<const uint32_t*>(d);
+  return static_cast<uint32_t*>(p);
+}
+
+void hold_flag_destroy(uint32_t* host_flag) {
+  if (host_flag) cudaFreeHost(host_flag);
+}
+
+namespace {
+__global__ void hold_kernel(const volatile uint32_t* flag, uint32_t ticket, uint64_t timeout_ns) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  while (static_cast<int32_t>(*flag - ticket) < 0) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > timeout_ns) break;
+    __nanosleep(500);
+  }
+}
+}  // namespace
+
+void hold_stream(const uint32_t* device_flag, uint32_t ticket, double timeout_ms) {
+  hold_kernel<<<1, 1, 0, detail::stream()>>>(device_flag, ticket,
+                                             static_cast<uint64_t>(timeout_ms * 1e6));
+  detail::check_launch("profile hold");
+}
+
 void synchronize() { check(cudaStreamSynchronize(detail::stream()), "synchronize"); }
 
 }  // namespace lockstep::kernels::cuda
