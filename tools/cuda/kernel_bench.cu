@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -151,10 +152,16 @@ void bench_linear() {
   kc::free_device(y);
 }
 
-void bench_attention() {
-  const int64_t n_heads = 32, n_kv = 8, hd = 128, bt = 16, layers = 8;
-  std::printf("\n== attention (Qwen3-8B: 32 q heads, 8 kv heads, head_dim 128, block 16) ==\n");
-  for (int64_t ctx : {1024, 4096, 16384}) {
+// Attention over a paged FP32 cache of `ctx` positions (block 16): T = 1 and 8 are decode and
+// verify (the last T positions), T = ctx a causal prefill of the whole context. Decode reports
+// the KV bytes read once over the time; prefill the FLOPs of q.k and p.v over the causal keys
+// (4 * head_dim * heads * sum of n_keys) over the time.
+void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char* name,
+                           const std::vector<std::pair<int64_t, std::vector<int64_t>>>& cases) {
+  const int64_t bt = 16, layers = 8;
+  std::printf("\n== attention (%s: %lld q heads, %lld kv heads, head_dim %lld, block 16) ==\n", name,
+              static_cast<long long>(n_heads), static_cast<long long>(n_kv), static_cast<long long>(hd));
+  for (const auto& [ctx, Ts] : cases) {
     const int64_t blocks = (ctx + bt - 1) / bt;
     const size_t kv_floats = static_cast<size_t>(blocks * bt * n_kv * hd);
     std::vector<float> hk(kv_floats);
@@ -166,12 +173,13 @@ void bench_attention() {
       kc::upload(ks[l], hk.data(), kv_floats * 4);
       kc::upload(vs[l], hk.data(), kv_floats * 4);
     }
-    for (int64_t T : {1, 8, 2048}) {
-      if (T > ctx) continue;
+    for (int64_t T : Ts) {
       std::vector<int32_t> table(T * blocks), nk(T);
+      double keys = 0;
       for (int64_t t = 0; t < T; ++t) {
         for (int64_t b = 0; b < blocks; ++b) table[t * blocks + b] = static_cast<int32_t>(b);
         nk[t] = static_cast<int32_t>(ctx - T + 1 + t);  // the last T positions, causal
+        keys += nk[t];
       }
       std::vector<float> hq(T * n_heads * hd);
       for (size_t i = 0; i < hq.size(); ++i) hq[i] = std::sin(0.01 * static_cast<double>(i));
@@ -190,14 +198,22 @@ void bench_attention() {
             kv.block_tokens = bt;
             kv.n_kv_heads = n_kv;
             kv.head_dim = hd;
-            kc::attention(q, T, dt, blocks, dnk, ctx, n_heads, kv, 0.088f, out);
+            kc::attention(q, T, dt, blocks, dnk, ctx, n_heads, kv,
+                          static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), out);
           },
-          T >= 2048 ? 4 : 40);
+          T >= 1024 ? 4 : 40);
       const double t = tm.dev;
-      const double kv_bytes = 2.0 * ctx * n_kv * hd * 4;
-      std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (KV %.1f MB once: %6.0f GB/s) | wall %10.2f us\n",
-                  static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6, kv_bytes / 1e6,
-                  kv_bytes / t / 1e9, tm.wall * 1e6);
+      if (T <= 64) {
+        const double kv_bytes = 2.0 * ctx * n_kv * hd * 4;
+        std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (KV %.1f MB once: %6.0f GB/s) | wall %10.2f us\n",
+                    static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6, kv_bytes / 1e6,
+                    kv_bytes / t / 1e9, tm.wall * 1e6);
+      } else {
+        const double flops = 4.0 * hd * n_heads * keys;
+        std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (causal: %6.1f TFLOP/s) | wall %10.2f us\n",
+                    static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6,
+                    flops / t / 1e12, tm.wall * 1e6);
+      }
       kc::free_device(q);
       kc::free_device(out);
       kc::free_device(dt);
@@ -208,6 +224,13 @@ void bench_attention() {
       kc::free_device(vs[l]);
     }
   }
+}
+
+void bench_attention() {
+  bench_attention_shape(32, 8, 128, "Qwen3-8B",
+                        {{512, {1}}, {2048, {1, 2048}}, {4096, {1, 8, 2048, 4096}}, {16384, {1}}});
+  bench_attention_shape(16, 2, 256, "head_dim 256", {{4096, {1, 4096}}});
+  bench_attention_shape(16, 8, 64, "head_dim 64", {{4096, {1, 4096}}});
 }
 
 void bench_rows() {

@@ -1,22 +1,45 @@
-// attention (cuda_ops.h): causal attention of T query rows over one layer's paged KV cache.
+// attention (cuda_ops.h): causal attention of T query rows over one layer's paged KV cache, on
+// BF16 tensor cores (mma.sync m16n8k16, FP32 accumulate).
 //
-// The schedule of one (row t, query head h), whatever T, the other rows, max_keys or the KV block
-// size are:
+// The schedule of one (row t, query head h), whatever T, the other rows, max_keys, the KV block
+// size or the launch shape are:
+// - q, keys and values are rounded to BF16 (nearest-even) as they are staged in shared memory
+//   (the cache stays FP32).
 // - positions are taken in chunks of kAttentionChunk (256) aligned to absolute position 0; chunk
 //   c holds positions [256c, min(256c + 256, n_keys)).
-// - chunk partial: score(p) = dot(q, k_p) * scale, the dot one fmaf chain over d = 0..hd-1
-//   starting from 0 (one thread per (position, head)); m_c = max of the scores; e(p) = exp_f32(score - m_c) (the CPU's polynomial,
-//   common.cuh); l_c = sum of e(p): lane-partial over p = lane + 32 j in j order, then the
-//   butterfly; a_c[d] = sum_p e(p) v_p[d] with fmaf in position order.
+// - score(p) = S(p) * scale (one FP32 multiply), S(p) one tensor-core accumulator starting at 0
+//   that receives the head_dim / 16 k-steps of q . k_p in increasing d.
+// - m_c = the max of the chunk's scores (exact in any order); e(p) = exp_f32(score(p) - m_c)
+//   (the CPU's polynomial, common.cuh), 0 at positions past the row's n_keys.
+// - l_c = the FP32 sum of e(p): quad lane j (0..3) adds the chunk's positions p with
+//   p mod 8 in {2j, 2j + 1} in increasing p, then l_c = (l_0 + l_1) + (l_2 + l_3).
+// - a_c[d] = sum_p bf16(e(p)) v_p[d]: e(p) rounded to BF16 for the tensor core (as FlashAttention
+//   does; l_c sums the unrounded e), one accumulator per (row, d) starting at 0 that receives
+//   the chunk's 16-position k-steps in increasing position. A k-step wholly past the row's keys
+//   (run when another row of the same 16-row tile has keys there) adds only zero products, which
+//   leave an FP32 accumulator unchanged.
 // - merge, chunks in increasing c from (M, L, A) = (-inf, 0, 0):
 //   M' = max(M, m_c), alpha = exp_f32(M - M'), beta = exp_f32(m_c - M'),
 //   L = L*alpha + l_c*beta, A = A*alpha + a_c*beta; out = A / L (0 when n_keys = 0).
-// Two launch shapes give the same bits: few (row, kv head) pairs (decode) compute the chunk
-// partials in separate blocks (flash-decoding) and merge them in a second kernel; many pairs
-// (prefill) let one block walk its chunks in order and merge as it goes. One block serves the G
-// query heads that share a KV head, so keys and values are read once for all of them.
+//
+// Work layout (free: none of it changes a row's bits; tensor-core rows are independent). A
+// "virtual row" is one (query row, query head) of a KV head; a warp owns a tile of 16 virtual
+// rows (r * G + g: query head g of the block's row r) and computes the chunk math above for all
+// of them at once: scores for the 256 positions in registers, P in registers as the A operand of
+// P.V. The block's warps share each staged key / value sub-tile: 4096 floats (64, 32 or 16
+// positions) copied by cp.async into a 4-slot FP32 ring (each thread copies and later converts
+// its own 16-byte pieces), converted to a swizzled BF16 tile, read with ldmatrix. Two launches:
+// - split (T <= 64, decode and verify, more than one chunk): block (chunk c, rows, kv head) of 8
+//   warps (an 8-slot staging ring: decode must keep many bytes in flight) writes chunk c's
+//   (m_c, l_c, a_c) per (row, head); a second kernel merges the chunks in order (flash-decoding).
+// - walk (prefill): block (rows, kv head) of 8 warps (4 for head_dim 256) walks its chunks in
+//   order and merges each into (M, L) in registers and A in shared memory.
+// A block takes rows together only when their block-table entries for their keys equal those of
+// its row with the most keys (rows of one sequence); otherwise it takes them one at a time.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -28,335 +51,604 @@ namespace {
 using namespace detail;
 
 constexpr int kChunk = static_cast<int>(kAttentionChunk);
-constexpr int kThreads = 256;
-constexpr int kSub = 32;          // positions per shared-memory stage (keys, then values)
-constexpr int kRing = 4;          // stages in the ring (3 in flight)
-constexpr int kStagesPerChunk = 2 * kChunk / kSub;  // 8 key stages, then 8 value stages
 constexpr int kMaxGroup = 16;     // query heads per KV head supported
+constexpr int kSubFloats = 4096;  // floats per staged sub-tile (16 KiB FP32, 8 KiB BF16)
+constexpr int kSplitWarps = 8;
+constexpr int kSplitMaxT = 64;    // T at or below which more than one chunk takes the split launch
+
+// The chunk geometry of one head_dim.
+template <int HD>
+struct Geo {
+  static constexpr int kSub = kSubFloats / HD;       // positions per sub-tile: 64, 32, 16
+  static constexpr int kSpc = kChunk / kSub;         // sub-tiles per chunk and operand: 4, 8, 16
+  static constexpr int kDh = HD < 128 ? HD : 128;    // head_dim columns per P.V pass
+  static constexpr int kPasses = HD / kDh;           // 1, 1, 2 (values staged once per pass)
+  static constexpr int kNst = kSpc * (1 + kPasses);  // sub-tiles per chunk: keys, then values
+  static constexpr int kKt = HD / 16;                // k-steps of q . k
+  static constexpr int kNts = kSub / 8;              // 8-position score tiles per sub-tile
+  static constexpr int kRowBytes = HD * 2;           // one BF16 row in shared memory
+  static constexpr int kWalkWarps = HD <= 128 ? 8 : 4;
+  static_assert(kSub % 16 == 0 && kSpc >= 4, "sub-tile geometry");
+};
+
+// Shared memory of one block (byte offsets). The FP32 staging ring has kStages slots, kStages - 1
+// sub-tiles in flight: 4 for the walk (8 warps of compute hide the rest), 8 for the split launch
+// (decode: few blocks, each must keep many bytes in flight).
+template <int HD, int NW, bool WALK>
+struct Layout {
+  static constexpr int kStages = WALK ? 4 : 8;
+  static constexpr int kThreads = NW * 32;
+  static constexpr int kStageBytes = kSubFloats * 4;
+  static constexpr int kBufBytes = kSubFloats * 2;
+  static constexpr int kStage = 0;                                  // [kStages] FP32 sub-tiles
+  static constexpr int kBuf = kStage + kStages * kStageBytes;       // [2] BF16 sub-tiles
+  static constexpr int kQ = kBuf + 2 * kBufBytes;                   // [NW * 16][HD] BF16 q
+  static constexpr int kA = kQ + NW * 16 * HD * 2;                  // walk: A, per thread
+  static constexpr int kOff = kA + (WALK ? NW * 16 * HD * 4 : 0);   // [2][256] int64 offsets
+  static constexpr int kBytes = kOff + 2 * kChunk * 8;
+  static constexpr int kPieces = kSubFloats / 4 / kThreads;         // 16-byte pieces per thread
+  static_assert(kSubFloats / 4 % kThreads == 0, "pieces per thread");
+};
 
 struct AttnArgs {
   const float* q;
   const int32_t* block_tables;
   int64_t table_stride;
   const int32_t* n_keys;
-  int n_heads, n_kv_heads, group, block_tokens, n_chunks;
-  int rows;  // rows per in-block (attn_walk) block, rows * group <= kMaxGroup
+  int T, n_heads, n_kv_heads, group, block_tokens, n_chunks;
+  int rows;  // query rows per block (rows * group <= 16 * warps)
   const float* k;
   const float* v;
   float scale;
-  float* out;       // final output (merge / in-block variant)
-  float* part_acc;  // [T][n_heads][n_chunks][HD] (split variant)
+  float* out;       // final output (merge / walk)
+  float* part_acc;  // [T][n_heads][n_chunks][HD] (split)
   float* part_ml;   // [T][n_heads][n_chunks][2]
 };
 
-template <int HD>
-struct AttnSmem {
-  static constexpr int kGPerThread = kMaxGroup * HD / kThreads;  // (g, d) pairs per thread
-  static constexpr int kStride = HD + 4;  // floats per staged row: conflict-free float4 reads
-  float q[kMaxGroup][HD];
-  float s[kMaxGroup][kChunk];  // scores, then e(p)
-  float ring[kRing][kSub][kStride];
-  int64_t off[kChunk];         // float offset of each position's (kv head) row
-  float m[kMaxGroup], l[kMaxGroup];
-};
+// Byte offset of 16-byte chunk c of row r in a tile of `row_bytes` rows (>= 128), XOR-swizzled
+// so the 8 rows an ldmatrix reads hit 8 different bank groups.
+__device__ __forceinline__ uint32_t swz(int r, int c, int row_bytes) {
+  return static_cast<uint32_t>(r * row_bytes + ((c ^ (r & 7)) << 4));
+}
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, o));
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// f(std::integral_constant<int, 0>{}), ..., f(std::integral_constant<int, N - 1>{}) in order.
+template <typename F, int... Js>
+__device__ __forceinline__ void for_each_const(F&& f, std::integer_sequence<int, Js...>) {
+  (f(std::integral_constant<int, Js>{}), ...);
+}
+template <int N, typename F>
+__device__ __forceinline__ void for_each_const(F&& f) {
+  for_each_const(f, std::make_integer_sequence<int, N>{});
+}
+
+// Shared-memory accesses through 32-bit addresses (generic pointers cost two registers each).
+__device__ __forceinline__ float4 lds_f4(uint32_t a) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(a));
   return v;
 }
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+__device__ __forceinline__ void sts_u2(uint32_t a, uint32_t x, uint32_t y) {
+  asm volatile("st.shared.v2.b32 [%0], {%1,%2};\n" ::"r"(a), "r"(x), "r"(y));
+}
+__device__ __forceinline__ float lds_f(uint32_t a) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ void sts_f(uint32_t a, float x) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(a), "f"(x));
+}
+__device__ __forceinline__ void sts_s64(uint32_t a, int64_t x) {
+  asm volatile("st.shared.s64 [%0], %1;\n" ::"r"(a), "l"(x));
+}
+__device__ __forceinline__ int64_t lds_s64(uint32_t a) {
+  int64_t v;
+  asm volatile("ld.shared.s64 %0, [%1];\n" : "=l"(v) : "r"(a));
   return v;
 }
 
-// Stage st of a chunk (keys of positions [32 st, 32 st + 32) for st < 8, else values of positions
-// [32 (st - 8), ...)), those < np, copied into ring slot st % kRing.
-template <int HD>
-__device__ __forceinline__ void load_stage(AttnSmem<HD>& sm, const AttnArgs& a, int st, int np) {
-  if (st >= kStagesPerChunk) return;
-  const float* src = st < kStagesPerChunk / 2 ? a.k : a.v;
-  const int p0 = (st % (kStagesPerChunk / 2)) * kSub;
-  constexpr int kPieces = kSub * HD / 4;
-  for (int i = threadIdx.x; i < kPieces; i += kThreads) {
-    const int pl = i / (HD / 4), piece = i % (HD / 4);
-    if (p0 + pl < np)
-      cp_async16(smem_addr(&sm.ring[st % kRing][pl][piece * 4]), src + sm.off[p0 + pl] + piece * 4,
-                 true);
-  }
+// The online-softmax merge of one chunk into (M, L, A), as attn_merge and the walk both do it.
+__device__ __forceinline__ void merge_weights(float M, float mc, float& Mn, float& alpha,
+                                              float& beta) {
+  Mn = fmaxf(M, mc);
+  alpha = exp_f32(__fsub_rn(M, Mn));
+  beta = exp_f32(__fsub_rn(mc, Mn));
+}
+__device__ __forceinline__ float merge_one(float X, float xc, float alpha, float beta) {
+  return __fadd_rn(__fmul_rn(X, alpha), __fmul_rn(xc, beta));
 }
 
-// One chunk of nr rows of one kv head that read the same keys (t = the row whose positions are
-// looked up, the one with the most keys; nr = 1 for a single row): virtual group vg = r * G + g
-// is query head g of row r. Leaves m_c / l_c in sm.m / sm.l [vg] and returns a_c for this
-// thread's (vg, d) pairs in acc. sm.q must hold the rows' queries; nps[r] is row r's positions in
-// this chunk (<= 0: none; that row's results are not used), np the largest. Each (row, head) gets
-// exactly the single-row math: positions at or past its own count are -inf / 0 and never reach
-// its sums.
-template <int HD>
-__device__ void chunk_partial(AttnSmem<HD>& sm, const AttnArgs& a, int t, int kh, int c, int np,
-                              const int* nps, int nr, float (&acc)[AttnSmem<HD>::kGPerThread]) {
-  constexpr int kG = AttnSmem<HD>::kGPerThread;
+// Rows t0 .. t0 + nr - 1 of kv head kh (key locations from row tref, the one with the most keys),
+// chunks [c0, c1): each warp computes its 16 virtual rows. WALK merges every chunk and writes
+// out; otherwise (c1 = c0 + 1) the chunk's partials go to part_acc / part_ml.
+template <int HD, int NW, bool WALK>
+__device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int kh, int tref,
+                          int c0, int c1) {
+  using Gm = Geo<HD>;
+  using Ly = Layout<HD, NW, WALK>;
+  constexpr int kSub = Gm::kSub, kSpc = Gm::kSpc, kNst = Gm::kNst, kKt = Gm::kKt;
+  constexpr int kNts = Gm::kNts, kDh = Gm::kDh, kRb = Gm::kRowBytes;
+  constexpr int kThreads = Ly::kThreads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int G = a.group;
-  const int VG = G * nr;
-  const int p0 = c * kChunk;
+  const int gq = lane >> 2, tq = lane & 3;
+  const int G = a.group, VG = nr * G;
+  const uint32_t sbase = smem_addr(smem);
+  const int nk_ref = a.n_keys[tref];
+  constexpr int kStages = Ly::kStages;
+  static_assert(!WALK || kNst / 2 < kNst - (kStages - 1), "next chunk's offsets written in time");
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * HD;
   const int bt = a.block_tokens;
-  for (int i = tid; i < np; i += kThreads) {
-    const int p = p0 + i;
-    const int64_t blk = a.block_tables[t * a.table_stride + p / bt];
-    sm.off[i] = (blk * bt + p % bt) * kv_dim + static_cast<int64_t>(kh) * HD;
-  }
-  __syncthreads();
-#pragma unroll
-  for (int st = 0; st < kRing - 1; ++st) {
-    load_stage(sm, a, st, np);
-    cp_async_commit();
-  }
-  // Values: thread owns d = tid % HD and query heads g = tid / HD + j * (kThreads / HD).
-  constexpr int kGStride = kThreads / HD;
-  const int d = tid % HD, g0 = tid / HD;
-#pragma unroll
-  for (int j = 0; j < kG; ++j) acc[j] = 0.0f;
 
-  for (int st = 0; st < kStagesPerChunk; ++st) {
-    cp_async_wait<kRing - 2>();
-    __syncthreads();  // stage st landed; slot (st + 3) % 4 (read at st - 1) is free
-    load_stage(sm, a, st + kRing - 1, np);
-    cp_async_commit();
-    const float(*rows)[AttnSmem<HD>::kStride] = sm.ring[st % kRing];
-    if (st < kStagesPerChunk / 2) {
-      // Scores of positions 32 st + lane, virtual groups g = warp, warp + 8.
-      const int i = st * kSub + lane;
-      for (int g = warp; g < VG; g += kThreads / 32) {
-        if (i < nps[g / G]) {
-          float dot = 0.0f;
-#pragma unroll 8
-          for (int dd = 0; dd < HD; dd += 4) {
-            const float4 k4 = *reinterpret_cast<const float4*>(&rows[lane][dd]);
-            const float4 q4 = *reinterpret_cast<const float4*>(&sm.q[g][dd]);
-            dot = __fmaf_rn(q4.x, k4.x, dot);
-            dot = __fmaf_rn(q4.y, k4.y, dot);
-            dot = __fmaf_rn(q4.z, k4.z, dot);
-            dot = __fmaf_rn(q4.w, k4.w, dot);
-          }
-          sm.s[g][i] = __fmul_rn(dot, a.scale);
-        } else {
-          sm.s[g][i] = -INFINITY;
-        }
-      }
+  // This thread's two tile rows (gq and gq + 8): keys and output row (t * n_heads + h, or -1).
+  int nk_row[2];
+  int64_t orow[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int vr = warp * 16 + gq + 8 * e;
+    if (vr < VG) {
+      const int r = vr / G, g = vr % G;
+      nk_row[e] = a.n_keys[t0 + r];
+      orow[e] = static_cast<int64_t>(t0 + r) * a.n_heads + kh * G + g;
     } else {
-      if (st == kStagesPerChunk / 2) {
-        // All scores are in: softmax pieces, warp w takes virtual groups g = w, w + 8.
-        for (int g = warp; g < VG; g += kThreads / 32) {
-          const int npg = nps[g / G];
-          float mx = -INFINITY;
+      nk_row[e] = 0;
+      orow[e] = -1;
+    }
+  }
+  int nkw = max(nk_row[0], nk_row[1]);  // the warp's most keys
 #pragma unroll
-          for (int j = 0; j < kChunk / 32; ++j) mx = fmaxf(mx, sm.s[g][lane + 32 * j]);
-          mx = warp_max(mx);
-          float sum = 0.0f;
+  for (int o = 16; o > 0; o >>= 1) nkw = max(nkw, __shfl_xor_sync(0xffffffffu, nkw, o));
+
+  // q of the block's virtual rows, BF16, swizzled (rows past VG zero); loads in batches of 8
+  // ahead of their stores.
+  constexpr int kQPieces = NW * 16 * HD / 4 / kThreads;
+  static_assert(kQPieces % 8 == 0, "q pieces per thread");
+#pragma unroll 1
+  for (int k0 = 0; k0 < kQPieces; k0 += 8) {
+    float4 x[8];
 #pragma unroll
-          for (int j = 0; j < kChunk / 32; ++j) {
-            const int i = lane + 32 * j;
-            const float e = i < npg ? exp_f32(__fsub_rn(sm.s[g][i], mx)) : 0.0f;
-            sm.s[g][i] = e;
-            sum = __fadd_rn(sum, e);
-          }
-          sum = warp_sum(sum);
-          if (lane == 0) sm.m[g] = mx, sm.l[g] = sum;
-        }
-        __syncthreads();
-      }
-      const int pb = (st - kStagesPerChunk / 2) * kSub;
-      const int n = min(kSub, np - pb);
-      int nj[kG];  // positions of this stage for each of the thread's virtual groups
-#pragma unroll
-      for (int j = 0; j < kG; ++j) {
-        const int g = g0 + j * kGStride;
-        nj[j] = g < VG ? min(kSub, nps[g / G] - pb) : 0;
-      }
-      for (int i = 0; i < n; ++i) {
-        const float v = rows[i][d];
-#pragma unroll
-        for (int j = 0; j < kG; ++j) {
-          const int g = g0 + j * kGStride;
-          if (i < nj[j]) acc[j] = __fmaf_rn(sm.s[g][pb + i], v, acc[j]);
-        }
+    for (int k = 0; k < 8; ++k) {
+      const int i = tid + (k0 + k) * kThreads, vr = i / (HD / 4), piece = i % (HD / 4);
+      x[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (vr < VG) {
+        const int r = vr / G, g = vr % G;
+        x[k] = *reinterpret_cast<const float4*>(
+            a.q + (static_cast<int64_t>(t0 + r) * a.n_heads + kh * G + g) * HD + piece * 4);
       }
     }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int i = tid + (k0 + k) * kThreads, vr = i / (HD / 4), piece = i % (HD / 4);
+      *reinterpret_cast<uint2*>(smem + Ly::kQ + swz(vr, piece >> 1, kRb) + (piece & 1) * 8) =
+          make_uint2(pack_bf16x2(x[k].x, x[k].y), pack_bf16x2(x[k].z, x[k].w));
+    }
+  }
+  // Element offsets of chunk c's positions (for its kv head), into slot c & 1: the block-table
+  // entries are read into registers first (read_blocks) and written out later (write_off), so
+  // the read's latency is not waited for at a barrier.
+  constexpr int kOffPer = (kChunk + kThreads - 1) / kThreads;
+  auto read_blocks = [&](int c, int (&blk)[kOffPer]) {
+    const int np = min(kChunk, nk_ref - c * kChunk);
+#pragma unroll
+    for (int k = 0; k < kOffPer; ++k) {
+      const int i = tid + k * kThreads;
+      blk[k] = i < np ? a.block_tables[tref * a.table_stride + (c * kChunk + i) / bt] : 0;
+    }
+  };
+  auto write_off = [&](int c, const int (&blk)[kOffPer]) {
+    const int np = min(kChunk, nk_ref - c * kChunk);
+    const uint32_t o = sbase + Ly::kOff + (c & 1) * kChunk * 8;
+#pragma unroll
+    for (int k = 0; k < kOffPer; ++k) {
+      const int i = tid + k * kThreads, p = c * kChunk + i;
+      if (i < np)
+        sts_s64(o + i * 8, (static_cast<int64_t>(blk[k]) * bt + p % bt) * kv_dim +
+                               static_cast<int64_t>(kh) * HD);
+    }
+  };
+  {
+    int b0[kOffPer], b1[kOffPer];
+    if (c0 < c1) read_blocks(c0, b0);
+    if (c0 + 1 < c1) read_blocks(c0 + 1, b1);
+    if (c0 < c1) write_off(c0, b0);
+    if (c0 + 1 < c1) write_off(c0 + 1, b1);
+  }
+  __syncthreads();  // q and the first offsets are in
+
+  // ldmatrix addresses. Every ldmatrix row below is a multiple of 8 plus lane & 7, so its
+  // swizzle term is lane & 7 and a 16-byte chunk C (even) lands at ((C ^ x) << 4) for a per-lane
+  // x < 8: that is (C & ~7) * 16 (an immediate) + xo[(C & 7) / 2] (one of four registers).
+  const int l7 = lane & 7, hi = lane >> 4, mid = (lane >> 3) & 1;
+  const uint32_t qa = sbase + Ly::kQ + (warp * 16 + l7 + mid * 8) * kRb;  // q rows; chunk 2kk + hi
+  const uint32_t ka = (l7 + hi * 8) * kRb;                  // key rows 16jj + ..; chunk 2kk + mid
+  const uint32_t va = (l7 + mid * 8) * kRb;                 // value rows 16kk + ..; chunk 2nn + hi
+  uint32_t xq[4], xk[4];                                    // xq also serves the values
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    xq[m] = static_cast<uint32_t>(((2 * m) ^ (hi ^ l7)) << 4);
+    xk[m] = static_cast<uint32_t>(((2 * m) ^ (mid ^ l7)) << 4);
+  }
+  auto chunk_off = [](const uint32_t (&xo)[4], int C) {
+    return static_cast<uint32_t>((C & ~7) << 4) + xo[(C & 7) >> 1];
+  };
+  const uint32_t buf0 = sbase + Ly::kBuf;
+
+  // Sub-tile j of chunk c: keys [kSub j, +kSub) for j < kSpc, then the values of pass
+  // (j - kSpc) / kSpc, positions [kSub ((j - kSpc) % kSpc), +kSub). The walk's sub-tile
+  // s = (c - c0) kNst + j sits in staging slot j % kStages and BF16 tile j & 1 (kNst is a
+  // multiple of both). A thread's pieces: head_dim piece tid % (HD / 4) of rows
+  // tid / (HD / 4) + k kRowStep.
+  static_assert(kNst % kStages == 0 && kNst % 2 == 0, "slots follow j");
+  constexpr int kRowStep = kThreads / (HD / 4);
+  const int prow = tid / (HD / 4), ppiece = tid % (HD / 4);
+  auto load = [&](int c, int j) {
+    const float* src = (j < kSpc ? a.k : a.v) + ppiece * 4;
+    const int p0 = (j < kSpc ? j : (j - kSpc) % kSpc) * kSub + prow;
+    const int np = min(kChunk, nk_ref - c * kChunk);
+    const uint32_t o = sbase + Ly::kOff + (c & 1) * kChunk * 8;
+    const uint32_t st = sbase + Ly::kStage + (j % kStages) * Ly::kStageBytes + tid * 16;
+#pragma unroll
+    for (int k = 0; k < Ly::kPieces; ++k) {
+      const int p = p0 + k * kRowStep;
+      const bool ok = p < np;
+      cp_async16(st + k * kThreads * 16, ok ? src + lds_s64(o + p * 8) : src, ok);
+    }
+  };
+  // The thread's own pieces of sub-tile j, FP32 -> BF16 into tile j & 1.
+  auto convert = [&](int j) {
+    const uint32_t st = sbase + Ly::kStage + (j % kStages) * Ly::kStageBytes + tid * 16;
+    const uint32_t buf = buf0 + (j & 1) * Ly::kBufBytes + (ppiece & 1) * 8;
+#pragma unroll
+    for (int k = 0; k < Ly::kPieces; ++k) {
+      const float4 x = lds_f4(st + k * kThreads * 16);
+      sts_u2(buf + swz(prow + k * kRowStep, ppiece >> 1, kRb), pack_bf16x2(x.x, x.y),
+             pack_bf16x2(x.z, x.w));
+    }
+  };
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) {
+    if (c0 < c1) load(c0, j);
+    cp_async_commit();
+  }
+
+  [[maybe_unused]] float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};
+  // A of this thread's (row, d) elements, element i at Apriv + 128 i (conflict-free, private).
+  [[maybe_unused]] const uint32_t Apriv = sbase + Ly::kA + (warp * (HD / 8) * 4 * 32 + lane) * 4;
+  if constexpr (WALK) {
+#pragma unroll
+    for (int i = 0; i < HD / 8 * 4; ++i) sts_f(Apriv + i * 128, 0.0f);
+  }
+
+  for (int c = c0; c < c1; ++c) {
+    // Chunk c + 1's offsets (its first loads are issued 3 sub-tiles before chunk c ends): read
+    // now, written half-way through chunk c, published by the next barrier. Slot (c + 1) & 1
+    // last served chunk c - 1, whose loads were all issued before chunk c began.
+    const bool next_off = c > c0 && c + 1 < c1;
+    int nblk[kOffPer];
+    if (next_off) read_blocks(c + 1, nblk);
+    const int npw = min(kChunk, nkw - c * kChunk);           // the warp's positions (<= 0: none)
+    const int np0 = nk_row[0] - c * kChunk, np1 = nk_row[1] - c * kChunk;  // the rows' own
+    float S[32][4];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) S[j][0] = S[j][1] = S[j][2] = S[j][3] = 0.0f;
+    uint32_t pf[16][4];
+    float mrow[2], lrow[2];
+    [[maybe_unused]] float alpha[2], beta[2];
+    float ac[kDh / 8][4];
+
+    // The chunk's sub-tiles, j a compile-time constant in each (register arrays are indexed
+    // by it; a plain unrolled loop of 48 is not always unrolled).
+    for_each_const<kNst>([&](auto jc) {
+      constexpr int j = decltype(jc)::value;
+      cp_async_wait<kStages - 2>();  // this thread's pieces of sub-tile j landed
+      // Sub-tile j + kStages - 1 (maybe of chunk c + 1) into the slot sub-tile j - 1 left.
+      if constexpr (j + kStages - 1 < kNst) load(c, j + kStages - 1);
+      else if (c + 1 < c1) load(c + 1, j + kStages - 1 - kNst);
+      cp_async_commit();
+      convert(j);
+      if constexpr (j == kNst / 2) {
+        if (next_off) write_off(c + 1, nblk);
+      }
+      __syncthreads();  // tile j & 1 complete; every warp is done with tile (j + 1) & 1
+      // A warp whose rows have no keys in chunk c (npw <= 0) skips every MMA below but still
+      // runs the rest, so pf and ac are defined on every path (else the compiler keeps them
+      // live through the whole chunk).
+      const uint32_t buf = buf0 + (j & 1) * Ly::kBufBytes;
+
+      if constexpr (j < kSpc) {
+        // Scores of positions [kSub j, kSub j + kSub): k-steps over d in increasing order.
+#pragma unroll
+        for (int kk = 0; kk < kKt; ++kk) {
+          uint32_t af[4];
+          ldmatrix_x4(af, qa + chunk_off(xq, 2 * kk));
+#pragma unroll
+          for (int jj = 0; jj < kNts / 2; ++jj) {
+            if (j * kSub + jj * 16 < npw) {
+              uint32_t b[4];
+              ldmatrix_x4(b, buf + ka + jj * 16 * kRb + chunk_off(xk, 2 * kk));
+              mma_bf16_16816(S[j * kNts + 2 * jj], af, b[0], b[1]);
+              mma_bf16_16816(S[j * kNts + 2 * jj + 1], af, b[2], b[3]);
+            }
+          }
+        }
+        if constexpr (j == kSpc - 1) {
+          // Softmax pieces of the two rows: max, e = exp(score - max), the lane sums, the quad.
+          float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+          for (int jt = 0; jt < 32; ++jt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int p = jt * 8 + 2 * tq + (e & 1);
+              const float sc = __fmul_rn(S[jt][e], a.scale);
+              S[jt][e] = sc;
+              if (p < (e < 2 ? np0 : np1)) mx[e >> 1] = fmaxf(mx[e >> 1], sc);
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          }
+          float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+          for (int jt = 0; jt < 32; ++jt) {
+            if (jt * 8 < npw) {
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int p = jt * 8 + 2 * tq + (e & 1);
+                float pe = 0.0f;
+                if (p < (e < 2 ? np0 : np1)) pe = exp_f32(__fsub_rn(S[jt][e], mx[e >> 1]));
+                S[jt][e] = pe;
+                sum[e >> 1] = __fadd_rn(sum[e >> 1], pe);
+              }
+            } else {
+              S[jt][0] = S[jt][1] = S[jt][2] = S[jt][3] = 0.0f;
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            sum[r] = __fadd_rn(sum[r], __shfl_xor_sync(0xffffffffu, sum[r], 1));
+            sum[r] = __fadd_rn(sum[r], __shfl_xor_sync(0xffffffffu, sum[r], 2));
+            mrow[r] = mx[r];
+            lrow[r] = sum[r];
+          }
+          // e as the A operand of P.V: k-step kk = positions [16 kk, 16 kk + 16).
+#pragma unroll
+          for (int kk = 0; kk < 16; ++kk) {
+            pf[kk][0] = pack_bf16x2(S[2 * kk][0], S[2 * kk][1]);
+            pf[kk][1] = pack_bf16x2(S[2 * kk][2], S[2 * kk][3]);
+            pf[kk][2] = pack_bf16x2(S[2 * kk + 1][0], S[2 * kk + 1][1]);
+            pf[kk][3] = pack_bf16x2(S[2 * kk + 1][2], S[2 * kk + 1][3]);
+          }
+          if constexpr (WALK) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              float Mn;
+              merge_weights(M[r], mrow[r], Mn, alpha[r], beta[r]);
+            }
+          }
+        }
+      } else {
+        // Values: pass ps covers d in [kDh ps, kDh ps + kDh); k-steps in increasing position.
+        constexpr int ps = (j - kSpc) / kSpc, vs = (j - kSpc) % kSpc;
+        if constexpr (vs == 0) {
+#pragma unroll
+          for (int n = 0; n < kDh / 8; ++n) ac[n][0] = ac[n][1] = ac[n][2] = ac[n][3] = 0.0f;
+        }
+#pragma unroll
+        for (int kk = 0; kk < kSub / 16; ++kk) {
+          const int ks = vs * (kSub / 16) + kk;
+          if (ks * 16 < npw) {
+#pragma unroll
+            for (int nn = 0; nn < kDh / 16; ++nn) {
+              uint32_t b[4];
+              ldmatrix_x4_trans(b, buf + va + kk * 16 * kRb + chunk_off(xq, ps * (kDh / 8) + 2 * nn));
+              mma_bf16_16816(ac[2 * nn], pf[ks], b[0], b[1]);
+              mma_bf16_16816(ac[2 * nn + 1], pf[ks], b[2], b[3]);
+            }
+          }
+        }
+        if constexpr (vs == kSpc - 1) {
+          // Pass done: merge a_c into A (walk) or write the chunk's partials (split).
+          const bool has[2] = {np0 > 0, np1 > 0};
+          if constexpr (WALK) {
+#pragma unroll
+            for (int n = 0; n < kDh / 8; ++n)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                if (has[e >> 1]) {
+                  const uint32_t A = Apriv + ((ps * (kDh / 8) + n) * 4 + e) * 128;
+                  sts_f(A, merge_one(lds_f(A), ac[n][e], alpha[e >> 1], beta[e >> 1]));
+                }
+            if constexpr (ps == Gm::kPasses - 1) {
+#pragma unroll
+              for (int r = 0; r < 2; ++r)
+                if (has[r]) {
+                  L[r] = merge_one(L[r], lrow[r], alpha[r], beta[r]);
+                  M[r] = fmaxf(M[r], mrow[r]);
+                }
+            }
+          } else {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              if (!has[r]) continue;
+              const int64_t idx = orow[r] * a.n_chunks + c;
+#pragma unroll
+              for (int n = 0; n < kDh / 8; ++n)
+                *reinterpret_cast<float2*>(a.part_acc + idx * HD + ps * kDh + n * 8 + 2 * tq) =
+                    make_float2(ac[n][2 * r], ac[n][2 * r + 1]);
+              if (ps == 0 && tq == 0) {
+                a.part_ml[idx * 2] = mrow[r];
+                a.part_ml[idx * 2 + 1] = lrow[r];
+              }
+            }
+          }
+        }
+      }
+    });
   }
   cp_async_wait<0>();
-}
 
-// Queries of rows t0 .. t0 + nr - 1, head g of row r at virtual group r * G + g.
-template <int HD>
-__device__ __forceinline__ void load_queries(AttnSmem<HD>& sm, const AttnArgs& a, int t0, int nr,
-                                             int kh) {
-  for (int i = threadIdx.x; i < nr * a.group * HD; i += kThreads) {
-    const int vg = i / HD, d = i % HD, r = vg / a.group, g = vg % a.group;
-    sm.q[vg][d] = a.q[(static_cast<int64_t>(t0 + r) * a.n_heads + kh * a.group + g) * HD + d];
-  }
-}
-
-// The online-softmax merge of one chunk into (M, L, A).
-__device__ __forceinline__ void merge(float& M, float& L, float& A, float mc, float lc, float ac) {
-  const float Mn = fmaxf(M, mc);
-  const float alpha = exp_f32(__fsub_rn(M, Mn)), beta = exp_f32(__fsub_rn(mc, Mn));
-  L = __fadd_rn(__fmul_rn(L, alpha), __fmul_rn(lc, beta));
-  A = __fadd_rn(__fmul_rn(A, alpha), __fmul_rn(ac, beta));
-  M = Mn;
-}
-
-// Split variant: block (c, t * n_kv_heads + kh) writes chunk c's partials.
-template <int HD>
-__global__ void __launch_bounds__(kThreads) attn_split(AttnArgs a) {
-  extern __shared__ __align__(16) uint8_t raw[];
-  auto& sm = *reinterpret_cast<AttnSmem<HD>*>(raw);
-  const int c = blockIdx.x, t = blockIdx.y / a.n_kv_heads, kh = blockIdx.y % a.n_kv_heads;
-  const int nk = a.n_keys[t];
-  const int np = min(kChunk, nk - c * kChunk);
-  if (np <= 0) return;
-  load_queries(sm, a, t, 1, kh);
-  float acc[AttnSmem<HD>::kGPerThread];
-  chunk_partial(sm, a, t, kh, c, np, &np, 1, acc);
-  const int d = threadIdx.x % HD, g0 = threadIdx.x / HD;
+  if constexpr (WALK) {
 #pragma unroll
-  for (int j = 0; j < AttnSmem<HD>::kGPerThread; ++j) {
-    const int g = g0 + j * (kThreads / HD);
-    if (g < a.group) {
-      const int64_t idx = (static_cast<int64_t>(t) * a.n_heads + kh * a.group + g) * a.n_chunks + c;
-      a.part_acc[idx * HD + d] = acc[j];
-      if (d == 0) {
-        a.part_ml[idx * 2] = sm.m[g];
-        a.part_ml[idx * 2 + 1] = sm.l[g];
+    for (int r = 0; r < 2; ++r) {
+      if (orow[r] < 0) continue;
+      float* o = a.out + orow[r] * HD;
+#pragma unroll
+      for (int n = 0; n < HD / 8; ++n) {
+        const uint32_t A = Apriv + (n * 4 + 2 * r) * 128;
+        const float x0 = nk_row[r] > 0 ? __fdiv_rn(lds_f(A), L[r]) : 0.0f;
+        const float x1 = nk_row[r] > 0 ? __fdiv_rn(lds_f(A + 128), L[r]) : 0.0f;
+        *reinterpret_cast<float2*>(o + n * 8 + 2 * tq) = make_float2(x0, x1);
       }
     }
   }
+  __syncthreads();  // shared memory is reused by a following run_tiles
 }
 
-// Merge of the split variant: block (t * n_heads + h), thread d.
+// Block rows [t0, t0 + nr): the row with the most keys, and whether every row's block-table
+// entries for its own keys equal that row's (then the rows share each staged key and value).
+__device__ bool rows_share(const AttnArgs& a, int t0, int nr, int& tref) {
+  __shared__ int shared_ok;
+  tref = t0;
+  for (int r = 1; r < nr; ++r)
+    if (a.n_keys[t0 + r] > a.n_keys[tref]) tref = t0 + r;
+  if (nr <= 1) return true;
+  if (threadIdx.x == 0) shared_ok = 1;
+  __syncthreads();
+  const int bt = a.block_tokens;
+  for (int r = 0; r < nr; ++r) {
+    const int nb = (a.n_keys[t0 + r] + bt - 1) / bt;
+    for (int b = threadIdx.x; b < nb; b += blockDim.x)
+      if (a.block_tables[(t0 + r) * a.table_stride + b] != a.block_tables[tref * a.table_stride + b])
+        shared_ok = 0;
+  }
+  __syncthreads();
+  const bool ok = shared_ok != 0;
+  __syncthreads();  // shared_ok is read by all before anyone may reuse it
+  return ok;
+}
+
+__host__ __device__ inline int chunks_of(int n_keys) { return (n_keys + kChunk - 1) / kChunk; }
+
+// Split launch: block (c, rb * n_kv_heads + kh) writes chunk c's partials of rows
+// [rb R, rb R + R) (R = a.rows).
+template <int HD>
+__global__ void __launch_bounds__(kSplitWarps * 32) attn_split(AttnArgs a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int c = blockIdx.x, rb = blockIdx.y / a.n_kv_heads, kh = blockIdx.y % a.n_kv_heads;
+  const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
+  int tmax = t0;
+  for (int r = 1; r < nr; ++r)
+    if (a.n_keys[t0 + r] > a.n_keys[tmax]) tmax = t0 + r;
+  if (a.n_keys[tmax] <= c * kChunk) return;  // no row of the block has keys in chunk c
+  int tref;
+  if (rows_share(a, t0, nr, tref)) {
+    run_tiles<HD, kSplitWarps, false>(smem, a, t0, nr, kh, tref, c, c + 1);
+  } else {
+    for (int r = 0; r < nr; ++r)
+      if (a.n_keys[t0 + r] > c * kChunk)
+        run_tiles<HD, kSplitWarps, false>(smem, a, t0 + r, 1, kh, t0 + r, c, c + 1);
+  }
+}
+
+// Merge of the split launch: block (t * n_heads + h), thread d.
 template <int HD>
 __global__ void __launch_bounds__(HD) attn_merge(AttnArgs a) {
   const int th = blockIdx.x, t = th / a.n_heads, d = threadIdx.x;
   const int nk = a.n_keys[t];
-  const int nc = (nk + kChunk - 1) / kChunk;
+  const int nc = chunks_of(nk);
   float M = -INFINITY, L = 0.0f, A = 0.0f;
   for (int c = 0; c < nc; ++c) {
     const int64_t idx = static_cast<int64_t>(th) * a.n_chunks + c;
-    merge(M, L, A, a.part_ml[idx * 2], a.part_ml[idx * 2 + 1], a.part_acc[idx * HD + d]);
+    float Mn, alpha, beta;
+    merge_weights(M, a.part_ml[idx * 2], Mn, alpha, beta);
+    L = merge_one(L, a.part_ml[idx * 2 + 1], alpha, beta);
+    A = merge_one(A, a.part_acc[idx * HD + d], alpha, beta);
+    M = Mn;
   }
   a.out[static_cast<int64_t>(th) * HD + d] = nk > 0 ? __fdiv_rn(A, L) : 0.0f;
 }
 
-// Rows t0 .. t0 + nr - 1 of one kv head (sharing their keys' locations) walk their chunks in
-// order, each (row, head) merging only its own chunks.
+// Walk launch: block b takes rows [rb R, rb R + R) of kv head b % n_kv_heads, the row blocks in
+// decreasing rb (the causal rows with the most keys start first).
 template <int HD>
-__device__ void walk_rows(AttnSmem<HD>& sm, const AttnArgs& a, int t0, int nr, int kh) {
-  constexpr int kG = AttnSmem<HD>::kGPerThread;
-  int nks[kMaxGroup], tref = t0, nc = 0;
-  for (int r = 0; r < nr; ++r) {
-    nks[r] = a.n_keys[t0 + r];
-    if (nks[r] > a.n_keys[tref]) tref = t0 + r;
+__global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArgs a) {
+  constexpr int NW = Geo<HD>::kWalkWarps;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int nrb = (a.T + a.rows - 1) / a.rows;
+  const int rb = nrb - 1 - static_cast<int>(blockIdx.x) / a.n_kv_heads;
+  const int kh = blockIdx.x % a.n_kv_heads;
+  const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
+  int tref;
+  if (rows_share(a, t0, nr, tref)) {
+    run_tiles<HD, NW, true>(smem, a, t0, nr, kh, tref, 0, chunks_of(a.n_keys[tref]));
+  } else {
+    for (int r = 0; r < nr; ++r)
+      run_tiles<HD, NW, true>(smem, a, t0 + r, 1, kh, t0 + r, 0, chunks_of(a.n_keys[t0 + r]));
   }
-  nc = (a.n_keys[tref] + kChunk - 1) / kChunk;
-  load_queries(sm, a, t0, nr, kh);
-  float M[kG], L[kG], A[kG];
-#pragma unroll
-  for (int j = 0; j < kG; ++j) M[j] = -INFINITY, L[j] = 0.0f, A[j] = 0.0f;
-  const int d = threadIdx.x % HD, g0 = threadIdx.x / HD;
-  const int VG = nr * a.group;
-  for (int c = 0; c < nc; ++c) {
-    int nps[kMaxGroup];
-    for (int r = 0; r < nr; ++r) nps[r] = min(kChunk, nks[r] - c * kChunk);
-    const int np = min(kChunk, a.n_keys[tref] - c * kChunk);
-    float acc[kG];
-    chunk_partial(sm, a, tref, kh, c, np, nps, nr, acc);
-#pragma unroll
-    for (int j = 0; j < kG; ++j) {
-      const int g = g0 + j * (kThreads / HD);
-      if (g < VG && nps[g / a.group] > 0) merge(M[j], L[j], A[j], sm.m[g], sm.l[g], acc[j]);
-    }
-    __syncthreads();  // before the next chunk overwrites shared memory
-  }
-#pragma unroll
-  for (int j = 0; j < kG; ++j) {
-    const int g = g0 + j * (kThreads / HD);
-    if (g < VG) {
-      const int r = g / a.group, h = kh * a.group + g % a.group;
-      a.out[(static_cast<int64_t>(t0 + r) * a.n_heads + h) * HD + d] =
-          nks[r] > 0 ? __fdiv_rn(A[j], L[j]) : 0.0f;
-    }
-  }
-  __syncthreads();  // shared memory is reused by a following walk_rows
-}
-
-// In-block variant: block (rb * n_kv_heads + kh) takes rows [rb R, rb R + R) (R = a.rows, R * G
-// <= kMaxGroup) of kv head kh. When every row's block-table entries for its own keys equal those
-// of the row with the most keys (rows of one sequence), the rows share each staged key and value
-// (one pass); otherwise they are walked one at a time. Either way each (row, head) gets the
-// single-row schedule, so the bits never depend on R or on the neighbours.
-template <int HD>
-__global__ void __launch_bounds__(kThreads) attn_walk(AttnArgs a, int T) {
-  extern __shared__ __align__(16) uint8_t raw[];
-  auto& sm = *reinterpret_cast<AttnSmem<HD>*>(raw);
-  __shared__ int shared_ok;
-  const int rb = blockIdx.x / a.n_kv_heads, kh = blockIdx.x % a.n_kv_heads;
-  const int t0 = rb * a.rows;
-  const int nr = min(a.rows, T - t0);
-  if (nr > 1) {
-    int tref = t0;
-    for (int r = 1; r < nr; ++r)
-      if (a.n_keys[t0 + r] > a.n_keys[tref]) tref = t0 + r;
-    if (threadIdx.x == 0) shared_ok = 1;
-    __syncthreads();
-    const int bt = a.block_tokens;
-    for (int r = 0; r < nr; ++r) {
-      const int nb = (a.n_keys[t0 + r] + bt - 1) / bt;
-      for (int b = threadIdx.x; b < nb; b += kThreads)
-        if (a.block_tables[(t0 + r) * a.table_stride + b] != a.block_tables[tref * a.table_stride + b])
-          shared_ok = 0;
-    }
-    __syncthreads();
-    if (shared_ok) {
-      walk_rows(sm, a, t0, nr, kh);
-      return;
-    }
-  }
-  for (int r = 0; r < nr; ++r) walk_rows(sm, a, t0 + r, 1, kh);
 }
 
 int rows_override = 0;  // testing::set_attention_rows_override
+int path_override = 0;  // testing::set_attention_path_override
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    check(cudaGetDevice(&dev), "attention: get device");
+    check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "attention: SM count");
+    return v > 0 ? v : 1;
+  }();
+  return n;
+}
+
+template <auto Kernel>
+void allow_smem(int bytes) {
+  static const bool done = [&] {
+    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "attention: set shared memory limit");
+    return true;
+  }();
+  (void)done;
+}
 
 template <int HD>
 void run(AttnArgs a, int64_t T) {
-  constexpr int kSmem = static_cast<int>(sizeof(AttnSmem<HD>));
-  static bool attrs = false;
-  if (!attrs) {
-    check(cudaFuncSetAttribute(attn_split<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
-          "attention: set shared memory limit");
-    check(cudaFuncSetAttribute(attn_walk<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
-          "attention: set shared memory limit");
-    attrs = true;
-  }
-  const int64_t pairs = T * a.n_kv_heads;
-  if (pairs < 256 && a.n_chunks > 1) {
+  constexpr int kWalkWarps = Geo<HD>::kWalkWarps;
+  constexpr int kSplitSmem = Layout<HD, kSplitWarps, false>::kBytes;
+  constexpr int kWalkSmem = Layout<HD, kWalkWarps, true>::kBytes;
+  const bool split = path_override == 1 || (path_override == 0 && T <= kSplitMaxT && a.n_chunks > 1);
+  if (split) {
+    allow_smem<attn_split<HD>>(kSplitSmem);
+    const int rmax = kSplitWarps * 16 / a.group;
+    a.rows = rows_override > 0 ? std::min(rows_override, rmax) : rmax;
+    const int64_t nrb = (T + a.rows - 1) / a.rows;
     const size_t rows = static_cast<size_t>(T) * a.n_heads * a.n_chunks;
     auto* buf = static_cast<float*>(scratch(1, rows * (HD + 2) * sizeof(float)));
     a.part_acc = buf;
     a.part_ml = buf + rows * HD;
-    attn_split<HD><<<dim3(a.n_chunks, static_cast<unsigned>(pairs)), kThreads, kSmem, stream()>>>(a);
+    const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
+    attn_split<HD><<<grid, kSplitWarps * 32, kSplitSmem, stream()>>>(a);
     check_launch("attention (chunk partials)");
     attn_merge<HD><<<static_cast<unsigned>(T * a.n_heads), HD, 0, stream()>>>(a);
     check_launch("attention (merge)");
   } else {
-    a.rows = rows_override > 0 ? std::min(rows_override, kMaxGroup / a.group)
-                               : kMaxGroup / a.group;
+    allow_smem<attn_walk<HD>>(kWalkSmem);
+    const int rmax = kWalkWarps * 16 / a.group;
+    // As many rows per block as fit, fewer when that would leave multiprocessors idle.
+    const int64_t fill = (T * a.n_kv_heads + sm_count() - 1) / sm_count();
+    a.rows = rows_override > 0 ? std::min(rows_override, rmax)
+                               : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
     const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
-    attn_walk<HD><<<static_cast<unsigned>(blocks), kThreads, kSmem, stream()>>>(
-        a, static_cast<int>(T));
-    check_launch("attention (in-block)");
+    attn_walk<HD><<<static_cast<unsigned>(blocks), kWalkWarps * 32, kWalkSmem, stream()>>>(a);
+    check_launch("attention (walk)");
   }
 }
 
@@ -373,11 +665,17 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
   if (group > kMaxGroup)
     fail("CUDA attention: ", group, " query heads per KV head (at most ", kMaxGroup, " supported)");
   if (kv.block_tokens <= 0) fail("CUDA attention: block_tokens must be positive");
+  if (T > (int64_t{1} << 30) || max_keys > (int64_t{1} << 30))
+    fail("CUDA attention: T = ", T, " or max_keys = ", max_keys, " too large");
+  if (reinterpret_cast<uintptr_t>(q) % 16 != 0 || reinterpret_cast<uintptr_t>(kv.k) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(kv.v) % 16 != 0)
+    fail("CUDA attention: q and the KV cache must be 16-byte aligned device pointers");
   AttnArgs a{};
   a.q = q;
   a.block_tables = block_tables;
   a.table_stride = table_stride;
   a.n_keys = n_keys;
+  a.T = static_cast<int>(T);
   a.n_heads = static_cast<int>(n_heads);
   a.n_kv_heads = static_cast<int>(kv.n_kv_heads);
   a.group = static_cast<int>(group);
@@ -397,6 +695,7 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
 
 namespace testing {
 void set_attention_rows_override(int rows) { rows_override = rows; }
+void set_attention_path_override(int path) { path_override = path; }
 }  // namespace testing
 
 }  // namespace lockstep::kernels::cuda
