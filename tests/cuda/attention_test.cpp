@@ -189,8 +189,11 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
     check(*c, prefill, kLen, "T=96 prefill");
     check(*c, everything, kLen, "T=256");
     // Each launch forced, with every rows-per-block choice, shared and mixed block tables.
-    for (int path : {1, 2}) {
-      const char* name = path == 1 ? "split" : "walk";
+    // 1: split (decode kernel where head_dim <= 128), 2: walk, 3: the one-warp split kernel,
+    // 4 / 5: the decode kernel with the value columns split over two blocks / in one.
+    for (int path : {1, 2, 3, 4, 5}) {
+      const char* names[] = {"", "split", "walk", "split (one warp)", "decode (2 parts)", "decode (1 part)"};
+      const char* name = names[path];
       for (int rows_cap : {1, 2, 3, 5, 0, 1000}) {
         ov.set(path, rows_cap);
         const std::string what = std::string(name) + ", rows per block " + std::to_string(rows_cap);

@@ -73,11 +73,20 @@ bool linear_fast_available(std::string* why_not);
 // 128x128 or 64x64 tile for M > 64. Any choice gives the same bits (that is what tests check).
 namespace testing {
 void set_linear_tile_override(int tile);
+// Tests and the linear sweep only: 0 = linear picks its M <= 16 kernel configuration by rule
+// (default); c in 1..n forces configuration c where its shared memory fits (else the first).
+// Returns n. Any choice gives the same bits (that is what tests check).
+int set_linear_skinny_override(int config);
+// The configuration (1..n) that the last M <= 16 linear launch ran, and a configuration's name.
+int linear_skinny_config_used();
+std::string linear_skinny_config_name(int config);
 // Tests only: 0 = attention picks its query rows per block (default); r > 0 takes
 // min(r, as many as fit) (1 = one row per block). Any choice gives the same bits.
 void set_attention_rows_override(int rows);
 // Tests only: 0 = attention picks its launch from T (default); 1 forces the split launch (chunk
-// partials + merge, decode's), 2 the walk (one block walks its chunks, prefill's). Same bits.
+// partials + merge, decode's), 2 the walk (one block walks its chunks, prefill's), 3 the split
+// launch's one-warp-per-tile kernel, 4 / 5 the decode kernel (head_dim <= 128) with the value
+// columns split over two blocks / in one block. Same bits.
 void set_attention_path_override(int path);
 }
 
