@@ -1,6 +1,7 @@
 // CUDA linear: rows are bitwise independent of M, of their position and of the other rows (every
-// tile configuration, skinny and tiled, walks K alike); accuracy against the CPU kernel and a
-// float64 reference with bf16-rounded activations.
+// tile configuration, skinny and tiled, walks K alike: each M <= 16 config and tiled tile is forced
+// in turn, alone and in linear_multi); accuracy against the CPU kernel and a float64 reference with
+// bf16-rounded activations.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,17 +44,29 @@ TEST_P(LinearTest, RowsBitwiseIndependentOfBatch) {
   for (int64_t r = 0; r < P; ++r) linear(dx.get() + r * K, 1, wt, bias, dref.get() + r * N);
   const auto ref = dref.to_host();
 
-  std::vector<std::pair<int64_t, int>> Ms;  // (M, forced tile of the tiled kernel; 0 = its pick)
-  for (int64_t m = 1; m <= 64; ++m) Ms.push_back({m, 0});
-  for (int64_t m : {65, 100, 129, 513}) Ms.push_back({m, 0});
+  // (M, forced tile of the tiled kernel, forced M <= 16 config; 0 = the kernel's own pick)
+  struct Run {
+    int64_t M;
+    int tile, config;
+  };
+  std::vector<Run> Ms;
+  for (int64_t m = 1; m <= 64; ++m) Ms.push_back({m, 0, 0});
+  for (int64_t m : {65, 100, 129, 513}) Ms.push_back({m, 0, 0});
   for (int tile = 1; tile <= 3; ++tile)
-    for (int64_t m : {65, 200, 300}) Ms.push_back({m + tile, tile});
+    for (int64_t m : {65, 200, 300}) Ms.push_back({m + tile, tile, 0});
+  const int configs = testing::set_linear_skinny_override(0);
+  for (int c = 1; c <= configs; ++c)
+    for (int64_t m : {1, 2, 5, 8, 9, 12, 16}) Ms.push_back({m, 0, c});
   struct Reset {
-    ~Reset() { testing::set_linear_tile_override(0); }
+    ~Reset() {
+      testing::set_linear_tile_override(0);
+      testing::set_linear_skinny_override(0);
+    }
   } reset;
-  int checked = 0;
-  for (const auto& [M, tile] : Ms) {
+  int checked = 0, config_runs = 0;
+  for (const auto& [M, tile, config] : Ms) {
     testing::set_linear_tile_override(tile);
+    testing::set_linear_skinny_override(config);
     const int64_t start = (M * 37) % P;  // shifting offsets, different neighbours each time
     std::vector<float> xm(M * K);
     for (int64_t i = 0; i < M; ++i) {
@@ -62,16 +75,86 @@ TEST_P(LinearTest, RowsBitwiseIndependentOfBatch) {
     }
     DeviceBuffer<float> dxm(xm), dy(M * N);
     linear(dxm.get(), M, wt, bias, dy.get());
+    if (config > 0 && testing::linear_skinny_config_used() == config) ++config_runs;
     const auto y = dy.to_host();
     for (int64_t i = 0; i < M; ++i) {
       const int64_t r = (start + i) % P;
       ASSERT_TRUE(same_bits(y.data() + i * N, ref.data() + r * N, N))
-          << "M=" << M << " tile " << tile << " row " << i << " (pool row " << r
+          << "M=" << M << " tile " << tile << " config " << config << " ("
+          << testing::linear_skinny_config_name(config) << ") row " << i << " (pool row " << r
           << ") differs from its M=1 result";
       ++checked;
     }
   }
   EXPECT_GT(checked, 800);
+  // Every config ran at M = 1 at least (the rest where their shared memory fits).
+  EXPECT_GE(config_runs, configs * 3);
+}
+
+// linear_multi under every M <= 16 config: each output bitwise what linear() (the rule's config)
+// gives for its weight alone, for launches of S = 4, 2 and 1, weights with and without bias.
+TEST_F(CudaTest, LinearSkinnyConfigsMultiMatchLinear) {
+  struct Set {
+    int64_t K;
+    std::vector<int64_t> Ns;
+  };
+  const std::vector<Set> sets = {
+      {1040, {320, 64, 72}},  // S 4 (Ks 272: a partial last chunk for every BK)
+      {4096, {256, 40}},      // S 4, Ks 1024
+      {512, {8200, 8192}},    // S 2
+      {272, {333, 40}},       // S 1
+  };
+  const int configs = testing::set_linear_skinny_override(0);
+  struct Reset {
+    ~Reset() { testing::set_linear_skinny_override(0); }
+  } reset;
+  int checked = 0;
+  for (const Set& set : sets) {
+    const int64_t K = set.K, P = 40;
+    std::vector<DeviceBuffer<uint16_t>> dw;
+    std::vector<DeviceBuffer<float>> db;
+    std::vector<Weight> wts;
+    for (size_t i = 0; i < set.Ns.size(); ++i) {
+      dw.emplace_back(random_bf16(set.Ns[i] * K, 170 + static_cast<uint32_t>(i)));
+      db.emplace_back(random_floats(set.Ns[i], 180 + static_cast<uint32_t>(i)));
+      Weight w;
+      w.dtype = DType::BF16;
+      w.rows = set.Ns[i];
+      w.cols = K;
+      w.data = dw.back().get();
+      wts.push_back(w);
+    }
+    const auto x = random_floats(P * K, 190, -2.0f, 2.0f);
+    DeviceBuffer<float> dx(x);
+    for (int64_t M : {1, 3, 8, 11, 16}) {
+      const float* xm = dx.get() + ((M * 7) % (P - M + 1)) * K;
+      std::vector<DeviceBuffer<float>> refs;
+      testing::set_linear_skinny_override(0);
+      for (size_t i = 0; i < wts.size(); ++i) {
+        refs.emplace_back(M * wts[i].rows);
+        linear(xm, M, wts[i], i % 2 == 0 ? db[i].get() : nullptr, refs.back().get());
+      }
+      for (int c = 1; c <= configs; ++c) {
+        testing::set_linear_skinny_override(c);
+        std::vector<DeviceBuffer<float>> ys;
+        std::vector<LinearOut> outs;
+        for (size_t i = 0; i < wts.size(); ++i) {
+          ys.emplace_back(M * wts[i].rows);
+          outs.push_back({&wts[i], i % 2 == 0 ? db[i].get() : nullptr, ys.back().get()});
+        }
+        linear_multi(xm, M, outs.data(), static_cast<int64_t>(outs.size()));
+        for (size_t i = 0; i < wts.size(); ++i) {
+          const auto y = ys[i].to_host(), r = refs[i].to_host();
+          ASSERT_TRUE(same_bits(y.data(), r.data(), y.size()))
+              << "K=" << K << " weight " << i << " (N=" << wts[i].rows << ") M=" << M
+              << " config " << c << " (" << testing::linear_skinny_config_name(c)
+              << "): linear_multi differs from linear";
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 100);
 }
 
 TEST_P(LinearTest, MatchesReferences) {

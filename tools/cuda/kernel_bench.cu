@@ -4,10 +4,13 @@
 // with events (device time, launch gaps of a graph only); "wall" = host clock over a batch of
 // plainly enqueued calls (includes the host's launch cost, about 3 us a kernel on that machine).
 //   cuda_bench            all benchmarks
+//   cuda_bench linear-sweep   every M <= 16 linear config per decode shape (not in "all")
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <exception>
 #include <random>
 #include <string>
 #include <utility>
@@ -152,6 +155,162 @@ void bench_linear() {
   kc::free_device(y);
 }
 
+// linear-sweep: every M <= 16 configuration of the skinny linear kernel (forced through
+// kc::testing::set_linear_skinny_override), then the rule's own pick, on each decode launch of
+// Qwen3-8B and Qwen3-0.6B (one weight, or q/k/v and gate/up as one linear_multi launch) and a few
+// square shapes, at M = 1, 4, 16. GB/s = weight bytes / device time of a replayed graph; the
+// weights rotate through a 1.5 GiB pool, so every call reads them from HBM. A '-' is a config
+// whose shared memory does not fit that M.
+__global__ void sweep_fill_bf16(uint16_t* p, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    p[i] = static_cast<uint16_t>((h & 0x8000u) | 0x3c00u | (h & 0x7fu));  // +-[1, 2) * 2^-7
+  }
+}
+
+// Device seconds per call of f(i), i = 0..iters-1 captured into one graph (one warm replay, then
+// the mean of 3).
+template <typename F>
+double graph_time(F&& f, int iters) {
+  cudaStream_t s = kc::detail::stream();
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+  for (int i = 0; i < iters; ++i) f(i);
+  ck(cudaStreamEndCapture(s, &graph), "end capture");
+  ck(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  ck(cudaGraphLaunch(exec, s), "graph launch");
+  cudaEvent_t e0, e1;
+  ck(cudaEventCreate(&e0), "event");
+  ck(cudaEventCreate(&e1), "event");
+  const int reps = 3;
+  ck(cudaEventRecord(e0, s), "record");
+  for (int r = 0; r < reps; ++r) ck(cudaGraphLaunch(exec, s), "graph launch");
+  ck(cudaEventRecord(e1, s), "record");
+  ck(cudaEventSynchronize(e1), "event sync");
+  float ms = 0;
+  ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return ms * 1e-3 / (reps * iters);
+}
+
+void bench_linear_sweep() {
+  struct Shape {
+    const char* name;
+    int64_t K;
+    std::vector<int64_t> Ns;  // one launch: linear (one N) or linear_multi
+    int per_step;             // launches per Qwen3-8B decode step (0: not an 8B shape)
+  };
+  const std::vector<Shape> shapes = {
+      {"8B q/k/v", 4096, {4096, 1024, 1024}, 36}, {"8B o_proj", 4096, {4096}, 36},
+      {"8B gate/up", 4096, {12288, 12288}, 36},   {"8B down", 12288, {4096}, 36},
+      {"8B lm_head", 4096, {151936}, 1},          {"0.6B q/k/v", 1024, {2048, 1024, 1024}, 0},
+      {"0.6B o_proj", 2048, {1024}, 0},           {"0.6B gate/up", 1024, {3072, 3072}, 0},
+      {"0.6B down", 3072, {1024}, 0},             {"0.6B lm_head", 1024, {151936}, 0},
+      {"1024x1024", 1024, {1024}, 0},             {"2048x2048", 2048, {2048}, 0},
+      {"3072x3072", 3072, {3072}, 0},             {"1024x4096", 4096, {1024}, 0},
+  };
+  const int n_cfg = kc::testing::set_linear_skinny_override(0);
+  std::printf("\n== linear-sweep: M <= 16 skinny configs (rows per block/k per stage/stages), "
+              "GB/s of weights ==\n");
+  for (int c = 1; c <= n_cfg; ++c)
+    std::printf("  c%-2d %s\n", c, kc::testing::linear_skinny_config_name(c).c_str());
+  const size_t pool_bytes = size_t{3} << 29;  // 1.5 GiB
+  auto* pool = static_cast<uint16_t*>(kc::malloc_device(pool_bytes));
+  sweep_fill_bf16<<<2048, 256, 0, kc::detail::stream()>>>(pool, pool_bytes / 2);
+  ck(cudaGetLastError(), "fill");
+  const int64_t maxM = 16, maxK = 12288, maxN = 151936;
+  std::vector<float> hx(maxM * maxK);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(0.001 * static_cast<double>(i));
+  auto* x = static_cast<float*>(kc::malloc_device(hx.size() * 4));
+  kc::upload(x, hx.data(), hx.size() * 4);
+  auto* y = static_cast<float*>(kc::malloc_device(maxM * maxN * 4));
+  kc::synchronize();
+
+  const int64_t Ms[] = {1, 4, 16};
+  // Per M: the 8B decode step's linears (sum of per_step x time) for config 1, the best config
+  // per shape, and the rule.
+  double step_c1[3] = {}, step_best[3] = {}, step_rule[3] = {};
+  for (const Shape& sh : shapes) {
+    size_t span = 0;
+    for (int64_t N : sh.Ns) span += static_cast<size_t>(N * sh.K * 2);
+    const size_t span_al = (span + 255) / 256 * 256;
+    const int iters = static_cast<int>(std::min<size_t>(200, std::max<size_t>(8, (size_t{2} << 30) / span)));
+    for (int mi = 0; mi < 3; ++mi) {
+      const int64_t M = Ms[mi];
+      auto call = [&](int i) {
+        const size_t room = pool_bytes - span_al;
+        const size_t off = room == 0 ? 0 : (static_cast<size_t>(i) * span_al) % room / 256 * 256;
+        const auto* base = reinterpret_cast<const uint8_t*>(pool) + off;
+        Weight ws[4];
+        LinearOut outs[4];
+        float* yp = y;
+        for (size_t j = 0; j < sh.Ns.size(); ++j) {
+          ws[j].dtype = DType::BF16;
+          ws[j].rows = sh.Ns[j];
+          ws[j].cols = sh.K;
+          ws[j].data = base;
+          base += sh.Ns[j] * sh.K * 2;
+          outs[j] = {&ws[j], nullptr, yp};
+          yp += M * sh.Ns[j];
+        }
+        if (sh.Ns.size() == 1) kc::linear(x, M, ws[0], nullptr, y);
+        else kc::linear_multi(x, M, outs, static_cast<int64_t>(sh.Ns.size()));
+      };
+      std::printf("%-13s M=%-2lld", sh.name, static_cast<long long>(M));
+      double best = 1e30, t1 = 0;
+      int best_c = 0;
+      for (int c = 1; c <= n_cfg; ++c) {
+        kc::testing::set_linear_skinny_override(c);
+        double t = 0;
+        try {
+          call(0);
+          kc::synchronize();
+          if (kc::testing::linear_skinny_config_used() != c) {
+            std::printf("     -");
+            continue;
+          }
+          t = graph_time(call, iters);
+        } catch (const std::exception& e) {
+          cudaGraph_t g = nullptr;
+          cudaStreamEndCapture(kc::detail::stream(), &g);  // drop a broken capture
+          if (g) cudaGraphDestroy(g);
+          cudaGetLastError();
+          std::printf("   ERR");
+          std::fprintf(stderr, "\nconfig %d: %s\n", c, e.what());
+          continue;
+        }
+        if (c == 1) t1 = t;
+        if (t < best) best = t, best_c = c;
+        std::printf(" %5.0f", span / t / 1e9);
+      }
+      kc::testing::set_linear_skinny_override(0);
+      call(0);
+      kc::synchronize();
+      const int rule_c = kc::testing::linear_skinny_config_used();
+      const double tr = graph_time(call, iters);
+      std::printf(" | best c%d %.2f us %.0f GB/s (%.0f%% of 4.8) | rule c%d %.2f us %.0f GB/s\n",
+                  best_c, best * 1e6, span / best / 1e9, 100.0 * span / best / 4.8e12, rule_c,
+                  tr * 1e6, span / tr / 1e9);
+      step_c1[mi] += sh.per_step * t1;
+      step_best[mi] += sh.per_step * best;
+      step_rule[mi] += sh.per_step * tr;
+    }
+  }
+  for (int mi = 0; mi < 3; ++mi)
+    std::printf("8B decode step linears, M=%lld: config 1 %.0f us, best per shape %.0f us, rule %.0f us\n",
+                static_cast<long long>(Ms[mi]), step_c1[mi] * 1e6, step_best[mi] * 1e6,
+                step_rule[mi] * 1e6);
+  kc::free_device(pool);
+  kc::free_device(x);
+  kc::free_device(y);
+}
+
 // Attention over a paged FP32 cache of `ctx` positions (block 16): T = 1 and 8 are decode and
 // verify (the last T positions), T = ctx a causal prefill of the whole context. Decode reports
 // the KV bytes read once over the time; prefill the FLOPs of q.k and p.v over the causal keys
@@ -190,6 +349,11 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
       kc::upload(q, hq.data(), hq.size() * 4);
       kc::upload(dt, table.data(), table.size() * 4);
       kc::upload(dnk, nk.data(), nk.size() * 4);
+      // T <= 64: the default launch, then the one-warp split kernel (path 3) and the decode
+      // kernel with the value columns in two blocks / one (paths 4, 5) for comparison.
+      for (int path : {0, 3, 4, 5}) {
+      if (path != 0 && (T > 64 || hd > 128)) continue;
+      kc::testing::set_attention_path_override(path);
       const Timing tm = time_per_call(
           [&](int i) {
             KvLayerView kv;
@@ -205,15 +369,18 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
       const double t = tm.dev;
       if (T <= 64) {
         const double kv_bytes = 2.0 * ctx * n_kv * hd * 4;
-        std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (KV %.1f MB once: %6.0f GB/s) | wall %10.2f us\n",
+        std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (KV %.1f MB once: %6.0f GB/s) | wall %10.2f us%s\n",
                     static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6, kv_bytes / 1e6,
-                    kv_bytes / t / 1e9, tm.wall * 1e6);
+                    kv_bytes / t / 1e9, tm.wall * 1e6,
+                    path == 3 ? "  [old split]" : path == 4 ? "  [decode, 2 parts]" : path == 5 ? "  [decode, 1 part]" : "");
       } else {
         const double flops = 4.0 * hd * n_heads * keys;
         std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (causal: %6.1f TFLOP/s) | wall %10.2f us\n",
                     static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6,
                     flops / t / 1e12, tm.wall * 1e6);
       }
+      }
+      kc::testing::set_attention_path_override(0);
       kc::free_device(q);
       kc::free_device(out);
       kc::free_device(dt);
@@ -228,7 +395,7 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
 
 void bench_attention() {
   bench_attention_shape(32, 8, 128, "Qwen3-8B",
-                        {{512, {1}}, {2048, {1, 2048}}, {4096, {1, 8, 2048, 4096}}, {16384, {1}}});
+                        {{512, {1}}, {2048, {1, 2048}}, {4096, {1, 8, 2048, 4096}}, {16384, {1, 8}}});
   bench_attention_shape(16, 2, 256, "head_dim 256", {{4096, {1, 4096}}});
   bench_attention_shape(16, 8, 64, "head_dim 64", {{4096, {1, 4096}}});
 }
@@ -266,6 +433,7 @@ int main(int argc, char** argv) {
   std::printf("device: %s\n", kc::describe_device().c_str());
   const std::string only = argc > 1 ? argv[1] : "";
   if (only.empty() || only == "linear") bench_linear();
+  if (only == "linear-sweep") bench_linear_sweep();
   if (only.empty() || only == "attention") bench_attention();
   if (only.empty() || only == "rows") bench_rows();
   return 0;

@@ -3,7 +3,7 @@
 # carries .cuda-carry: the GPU tests, then the kernel microbenchmarks. Logs go to $OUT (or
 # ./cuda-logs): nvidia-smi.txt, tests.log, tests.xml, bench.log. If the carried binaries cannot
 # start there (system libraries differ), the benchmark is rebuilt there with nvcc instead.
-#   tools/cuda/run_on_device.sh [gtest filter] [bench section: linear|attention|rows]
+#   tools/cuda/run_on_device.sh [gtest filter] [bench section: linear|linear-sweep|attention|rows]
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"

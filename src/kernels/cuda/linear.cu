@@ -11,12 +11,14 @@
 // a block covers, how many k a pipeline stage holds) are free. The pieces exist for decode: a
 // 4096-row weight has only 256 sixteen-row tiles, too few dependent MMA chains to stream it.
 //
-// - skinny (M <= 64, decode and speculative verify): blocks of S pieces x 2 warps, 32 weight rows,
-//   all the call's tokens (8 * MT, MT = 1, 2, 4, 8) per warp, each piece streamed through a
-//   cp.async pipeline (64 k per piece per stage, 2 to 4 stages), fragments loaded ahead of the
-//   MMAs; pieces 1.. hand their accumulators to piece 0 through shared memory. M <= 16 reads x
-//   as FP32 and rounds it in the fragment (one launch); M > 16 first converts x to bf16 (one
-//   small kernel) so the x tile costs half.
+// - skinny (M <= 64, decode and speculative verify): blocks of S pieces x WR warps, 16 WR weight
+//   rows, all the call's tokens (8 * MT, MT = 1, 2, 4, 8) per warp, each piece streamed through
+//   its own cp.async ring (BK k per piece per stage, STAGES deep), fragments loaded ahead of the
+//   MMAs; pieces 1.. hand their accumulators to piece 0 through shared memory. M <= 16 reads x as
+//   FP32 (only the call's rows are staged) and rounds it in the fragment (one launch), with WR,
+//   BK and STAGES picked per launch from N, K, M and S (pick_small: the winners of a sweep);
+//   M > 16 first converts x to bf16 (one small kernel) so the x tile costs half, and uses 32 rows
+//   of 64 k.
 // - tiled (M > 64, prefill and mid-size batches): blocks of 128 weight rows x 256 tokens (8 warps
 //   of 64 x 64), 128 x 128 (8 warps of 64 x 32) or 64 x 64 (4 warps of 32 x 32, 3 blocks per SM),
 //   the largest that still gives about one block per SM; 64 k per stage, 4 stages, ldmatrix from
@@ -31,6 +33,8 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/mma.cuh"
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 namespace lockstep::kernels::cuda {
@@ -101,88 +105,115 @@ __device__ __forceinline__ Out1 pick(const Outs& o) {
 }
 
 // --- skinny: M <= 64 ------------------------------------------------------------------------------
-// Block: S pieces x 2 warps; warp (piece p, w) owns weight rows [16 w, 16 w + 16) of the block's 32
-// and walks piece p's k. A stage holds 64 k of each piece.
-constexpr int kSkBK = 64;                       // k per piece per stage
-constexpr int kSkRows = 32;                     // weight rows per block (2 warps x 16)
-constexpr int kSkWBytes = kSkRows * kSkBK * 2;  // 4 KiB per piece
-constexpr int kSkXF32Stride = kSkBK + 8;        // floats per x row (conflict-free float2 reads)
-
-template <int MT, bool XF32, int S>
-struct Skinny {
-  static constexpr int kXBytes = XF32 ? 8 * MT * kSkXF32Stride * 4 : 8 * MT * kSkBK * 2;
-  static constexpr int kPieceBytes = kSkWBytes + kXBytes;
-  static constexpr int kStageBytes = S * kPieceBytes;
-  // Up to 4 stages within ~104 KiB (two blocks per SM); at least 3 when they fit in 220 KiB.
-  static constexpr int kFit = (104 * 1024) / kStageBytes;
-  static constexpr int kStages = kFit >= 4 ? 4 : (kFit == 3 || 3 * kStageBytes <= 220 * 1024 ? 3 : 2);
-  static constexpr int kReduceBytes = (S - 1) * 2 * MT * 4 * 32 * 4;
-  static constexpr int kSmem = kStages * kStageBytes > kReduceBytes ? kStages * kStageBytes : kReduceBytes;
-  static constexpr int kThreads = 64 * S;
+// Block: S pieces x WR warps; warp (piece p, r) owns weight rows [16 r, 16 r + 16) of the block's
+// 16 WR and walks piece p's k, BK k per stage through a cp.async ring of STAGES stages (each piece's
+// 32 WR threads load and wait on only their piece's part, so pieces sync on their own barrier).
+// WR, BK and STAGES are free choices: the k-steps, the MMA operands and the merge are the same for
+// every config.
+template <int WR_, int BK_, int STAGES_>
+struct SkCfg {
+  static constexpr int WR = WR_, BK = BK_, STAGES = STAGES_;
 };
 
-template <int MT, bool XF32, int S, bool MULTI>
-__global__ void __launch_bounds__(64 * S) linear_skinny(const __grid_constant__ Outs outs,
-                                                        const void* __restrict__ xv, int M, int K,
-                                                        int Ks) {
-  using C = Skinny<MT, XF32, S>;
+template <int MT, bool XF32, int S, typename CF>
+struct Skinny {
+  static constexpr int kWR = CF::WR, kBK = CF::BK, kStages = CF::STAGES;
+  static constexpr int kRows = 16 * kWR;           // weight rows per block
+  static constexpr int kPT = 32 * kWR;             // threads per piece
+  static constexpr int kThreads = kPT * S;
+  static constexpr int kWBytes = kRows * kBK * 2;  // weights of one piece in one stage
+  static constexpr int kXStride = kBK + 8;         // floats per FP32 x row (conflict-free float2)
+  // x of one piece in one stage: the call's xr tokens as FP32 rows (M <= 16), or 8 MT bf16 rows
+  // (ldmatrix reads all of them; rows past M are zero-filled).
+  __host__ __device__ static constexpr int x_bytes(int xr) { return XF32 ? xr * kXStride * 4 : 8 * MT * kBK * 2; }
+  __host__ __device__ static constexpr int piece_bytes(int xr) { return kWBytes + x_bytes(xr); }
+  static constexpr int kReduceBytes = (S - 1) * kWR * MT * 4 * 32 * 4;
+  __host__ __device__ static constexpr int smem(int xr) {
+    const int pipe = kStages * S * piece_bytes(xr);
+    return pipe > kReduceBytes ? pipe : kReduceBytes;
+  }
+  static_assert(kBK % 16 == 0 && kStages >= 2 && (kRows * (kBK / 8)) % kPT == 0, "skinny config");
+};
+
+template <int MT, bool XF32, int S, typename CF>
+__global__ void __launch_bounds__(Skinny<MT, XF32, S, CF>::kThreads)
+    linear_skinny(const __grid_constant__ Outs outs, const void* __restrict__ xv, int M, int K,
+                  int Ks) {
+  using C = Skinny<MT, XF32, S, CF>;
+  constexpr int BK = C::kBK, STAGES = C::kStages, PT = C::kPT, ROWS = C::kRows;
   extern __shared__ __align__(128) uint8_t smem[];
-  const Out1 o = pick<MULTI>(outs);
+  const Out1 o = pick<true>(outs);
   const uint16_t* __restrict__ w = o.w;
   const float* __restrict__ bias = o.bias;
   float* __restrict__ y = o.y;
   const int N = o.N;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int piece = warp >> 1, wrow = warp & 1;
-  const int ptid = tid & 63;  // thread index within the piece's 2 warps
-  const int n0 = o.bx * kSkRows;
+  const int piece = warp / C::kWR, wrow = warp % C::kWR;
+  const int ptid = tid - piece * PT;  // thread index within the piece's warps
+  const int n0 = o.bx * ROWS;
   const int m0 = blockIdx.y * 8 * MT;
+  const int xr = XF32 ? min(8 * MT, M - m0) : 8 * MT;  // x rows staged per stage
+  const int piece_bytes = C::piece_bytes(xr);
+  const int stage_bytes = S * piece_bytes;
   const int kbeg = piece * Ks, kend = min(K, kbeg + Ks);
-  const int nk = (Ks + kSkBK - 1) / kSkBK;  // stages (the same for every piece)
+  const int nk = (Ks + BK - 1) / BK;  // stages (the same for every piece)
   const uint32_t base = smem_addr(smem);
 
-  // Each piece's 64 threads load that piece's 64 k of the stage.
+  // The piece's threads load the piece's BK k of the stage: weights, then x.
   auto load = [&](int stage, int chunk) {
-    const uint32_t ws = base + stage * C::kStageBytes + piece * C::kPieceBytes;
-    const int k0 = kbeg + chunk * kSkBK;
+    const uint32_t ws = base + stage * stage_bytes + piece * piece_bytes;
+    const int k0 = kbeg + chunk * BK;
 #pragma unroll
-    for (int i = 0; i < kSkRows * (kSkBK / 8) / 64; ++i) {
-      const int idx = ptid + 64 * i, r = idx >> 3, c = idx & 7;
+    for (int i = 0; i < ROWS * (BK / 8) / PT; ++i) {
+      const int idx = ptid + PT * i, r = idx / (BK / 8), c = idx % (BK / 8);
       const int gk = k0 + c * 8;
       const bool ok = (n0 + r < N) && (gk < kend);
       const uint16_t* src = ok ? w + static_cast<int64_t>(n0 + r) * K + gk : w;
-      cp_async16(ws + swz(r, c, kSkBK * 2), src, ok);
+      cp_async16(ws + swz(r, c, BK * 2), src, ok);
     }
-    const uint32_t xs = ws + kSkWBytes;
+    const uint32_t xs = ws + C::kWBytes;
     if constexpr (XF32) {
       const float* x = static_cast<const float*>(xv);
-#pragma unroll
-      for (int i = 0; i < 8 * MT * (kSkBK / 4) / 64; ++i) {
-        const int idx = ptid + 64 * i, r = idx >> 4, c = idx & 15;
+      constexpr int kCpr = BK / 4;  // 16-byte chunks per x row
+      for (int idx = ptid; idx < xr * kCpr; idx += PT) {
+        const int r = idx / kCpr, c = idx % kCpr;
         const int gk = k0 + c * 4;
-        const bool ok = (m0 + r < M) && (gk < kend);
+        const bool ok = gk < kend;
         const float* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
-        cp_async16(xs + (r * kSkXF32Stride + c * 4) * 4, src, ok);
+        cp_async16(xs + (r * C::kXStride + c * 4) * 4, src, ok);
       }
     } else {
       const uint16_t* x = static_cast<const uint16_t*>(xv);
 #pragma unroll
-      for (int i = 0; i < 8 * MT * (kSkBK / 8) / 64; ++i) {
-        const int idx = ptid + 64 * i, r = idx >> 3, c = idx & 7;
+      for (int i = 0; i < 8 * MT * (BK / 8) / PT; ++i) {
+        const int idx = ptid + PT * i, r = idx / (BK / 8), c = idx % (BK / 8);
         const int gk = k0 + c * 8;
         const bool ok = (m0 + r < M) && (gk < kend);
         const uint16_t* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
-        cp_async16(xs + swz(r, c, kSkBK * 2), src, ok);
+        cp_async16(xs + swz(r, c, BK * 2), src, ok);
       }
     }
   };
+  // The piece's warps meet (the ring's slots are the piece's alone): barrier 1 + piece, named by
+  // an immediate so the kernel holds only the barriers it uses.
+  auto piece_sync = [&] {
+    if constexpr (S == 1) {
+      __syncthreads();
+    } else {
+      if (piece == 0) asm volatile("bar.sync 1, %0;\n" ::"n"(PT) : "memory");
+      else if (piece == 1) asm volatile("bar.sync 2, %0;\n" ::"n"(PT) : "memory");
+      else if (piece == 2) asm volatile("bar.sync 3, %0;\n" ::"n"(PT) : "memory");
+      else asm volatile("bar.sync 4, %0;\n" ::"n"(PT) : "memory");
+    }
+  };
+  static_assert(S == 1 || S == 2 || S == 4, "pieces");
 
   float acc[MT][4];
 #pragma unroll
   for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
 #pragma unroll
-  for (int st = 0; st < C::kStages - 1; ++st) {
+  for (int st = 0; st < STAGES - 1; ++st) {
     if (st < nk) load(st, st);
     cp_async_commit();
   }
@@ -190,38 +221,44 @@ __global__ void __launch_bounds__(64 * S) linear_skinny(const __grid_constant__ 
   const int g = lane >> 2, t = lane & 3;
   const int arow = wrow * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;  // A ldmatrix row
   const int acol = lane >> 4;                                       // A ldmatrix k half
+  int rs = 0, ls = STAGES - 1;  // the stage read and the stage loaded in this iteration
   for (int kc = 0; kc < nk; ++kc) {
-    cp_async_wait<C::kStages - 2>();
-    __syncthreads();
+    cp_async_wait<STAGES - 2>();
+    piece_sync();
     {
-      const int next = kc + C::kStages - 1;
-      if (next < nk) load(next % C::kStages, next);
+      const int next = kc + STAGES - 1;
+      if (next < nk) load(ls, next);
       cp_async_commit();
     }
-    const int soff = (kc % C::kStages) * C::kStageBytes + piece * C::kPieceBytes;
+    const int soff = rs * stage_bytes + piece * piece_bytes;
     const uint32_t ws = base + soff;
-    const uint32_t xs = ws + kSkWBytes;
-    const float* xf = reinterpret_cast<const float*>(smem + soff + kSkWBytes);
-    const int steps = max(0, min(kSkBK, kend - (kbeg + kc * kSkBK))) / 16;
-    uint32_t a[kSkBK / 16][4], b[kSkBK / 16][MT][2];
+    const uint32_t xs = ws + C::kWBytes;
+    const float* xf = reinterpret_cast<const float*>(smem + soff + C::kWBytes);
+    const int steps = max(0, min(BK, kend - (kbeg + kc * BK))) / 16;
+    uint32_t a[BK / 16][4], b[BK / 16][MT][2];
 #pragma unroll
-    for (int s = 0; s < kSkBK / 16; ++s) {
-      ldmatrix_x4(a[s], ws + swz(arow, s * 2 + acol, kSkBK * 2));
+    for (int s = 0; s < BK / 16; ++s) {
+      ldmatrix_x4(a[s], ws + swz(arow, s * 2 + acol, BK * 2));
       if constexpr (XF32) {
 #pragma unroll
         for (int j = 0; j < MT; ++j) {
-          const float* row = xf + (j * 8 + g) * kSkXF32Stride + s * 16 + 2 * t;
-          const float2 v0 = *reinterpret_cast<const float2*>(row);
-          const float2 v1 = *reinterpret_cast<const float2*>(row + 8);
-          b[s][j][0] = pack_bf16x2(v0.x, v0.y);
-          b[s][j][1] = pack_bf16x2(v1.x, v1.y);
+          // Tokens past the call's rows are not staged: their operand is bf16 zero, what a
+          // zero-filled row rounds to (and their outputs are not stored).
+          b[s][j][0] = b[s][j][1] = 0u;
+          if (j * 8 + g < xr) {
+            const float* row = xf + (j * 8 + g) * C::kXStride + s * 16 + 2 * t;
+            const float2 v0 = *reinterpret_cast<const float2*>(row);
+            const float2 v1 = *reinterpret_cast<const float2*>(row + 8);
+            b[s][j][0] = pack_bf16x2(v0.x, v0.y);
+            b[s][j][1] = pack_bf16x2(v1.x, v1.y);
+          }
         }
       } else {
 #pragma unroll
         for (int jj = 0; jj < MT / 2; ++jj) {
           uint32_t r4[4];
           const int r = jj * 16 + (lane & 7) + (lane >> 4) * 8;
-          ldmatrix_x4(r4, xs + swz(r, s * 2 + ((lane >> 3) & 1), kSkBK * 2));
+          ldmatrix_x4(r4, xs + swz(r, s * 2 + ((lane >> 3) & 1), BK * 2));
           b[s][2 * jj][0] = r4[0], b[s][2 * jj][1] = r4[1];
           b[s][2 * jj + 1][0] = r4[2], b[s][2 * jj + 1][1] = r4[3];
         }
@@ -229,11 +266,13 @@ __global__ void __launch_bounds__(64 * S) linear_skinny(const __grid_constant__ 
     }
     // MMAs in increasing k (fragments past `steps` hold stale data and are not used).
 #pragma unroll
-    for (int s = 0; s < kSkBK / 16; ++s)
+    for (int s = 0; s < BK / 16; ++s)
       if (s < steps) {
 #pragma unroll
         for (int j = 0; j < MT; ++j) mma_bf16_16816(acc[j], a[s], b[s][j][0], b[s][j][1]);
       }
+    rs = rs + 1 == STAGES ? 0 : rs + 1;
+    ls = ls + 1 == STAGES ? 0 : ls + 1;
   }
   cp_async_wait<0>();
 
@@ -241,7 +280,9 @@ __global__ void __launch_bounds__(64 * S) linear_skinny(const __grid_constant__ 
     // Pieces 1.. hand their accumulators to piece 0, which adds them in piece order.
     __syncthreads();  // every warp is done with the pipeline's shared memory
     float* red = reinterpret_cast<float*>(smem);
-    auto slot = [&](int p, int j, int e) { return (((p - 1) * 2 + wrow) * MT + j) * 4 * 32 + e * 32 + lane; };
+    auto slot = [&](int p, int j, int e) {
+      return (((p - 1) * C::kWR + wrow) * MT + j) * 4 * 32 + e * 32 + lane;
+    };
     if (piece > 0) {
 #pragma unroll
       for (int j = 0; j < MT; ++j)
@@ -477,28 +518,157 @@ struct Group {
   }
 };
 
-template <int MT, bool XF32, int S, bool MULTI>
-void launch_skinny3(const Group& g, const void* x, int M, int K, int Ks) {
-  using C = Skinny<MT, XF32, S>;
-  constexpr auto kernel = linear_skinny<MT, XF32, S, MULTI>;
-  allow_smem<kernel>(C::kSmem);
-  const dim3 grid(g.blocks(kSkRows), (M + 8 * MT - 1) / (8 * MT));
-  kernel<<<grid, C::kThreads, C::kSmem, stream()>>>(g.table(kSkRows), x, M, K, Ks);
+int smem_optin() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    check(cudaGetDevice(&dev), "linear: get device");
+    check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+          "linear: shared memory limit");
+    return v;
+  }();
+  return n;
+}
+
+// A skinny kernel may take up to the device's per-block shared memory, and prefers shared memory
+// to L1 (its loads bypass L1), once per kernel.
+template <auto Kernel>
+void allow_smem_max() {
+  static const bool done = [] {
+    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin()),
+          "linear: set shared memory limit");
+    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100),
+          "linear: set shared memory carveout");
+    return true;
+  }();
+  (void)done;
+}
+
+// Launches one skinny kernel; false (nothing launched) when its shared memory does not fit.
+template <int MT, bool XF32, int S, typename CF>
+bool launch_skinny3(const Group& g, const void* x, int M, int K, int Ks) {
+  using C = Skinny<MT, XF32, S, CF>;
+  const int bytes = C::smem(XF32 ? std::min(8 * MT, M) : 8 * MT);
+  if (bytes > smem_optin()) return false;
+  constexpr auto kernel = linear_skinny<MT, XF32, S, CF>;
+  allow_smem_max<kernel>();
+  const dim3 grid(g.blocks(C::kRows), (M + 8 * MT - 1) / (8 * MT));
+  kernel<<<grid, C::kThreads, bytes, stream()>>>(g.table(C::kRows), x, M, K, Ks);
   check_launch("linear (skinny kernel)");
+  return true;
 }
 
-template <int MT, bool XF32, bool MULTI>
-void launch_skinny2(const Group& g, const void* x, int M, int K, int S) {
+template <int MT, bool XF32, typename CF>
+bool launch_skinny_s(const Group& g, const void* x, int M, int K, int S) {
   const int Ks = split_len(K, S);
-  if (S == 4) launch_skinny3<MT, XF32, 4, MULTI>(g, x, M, K, Ks);
-  else if (S == 2) launch_skinny3<MT, XF32, 2, MULTI>(g, x, M, K, Ks);
-  else launch_skinny3<MT, XF32, 1, MULTI>(g, x, M, K, Ks);
+  if (S == 4) return launch_skinny3<MT, XF32, 4, CF>(g, x, M, K, Ks);
+  if (S == 2) return launch_skinny3<MT, XF32, 2, CF>(g, x, M, K, Ks);
+  return launch_skinny3<MT, XF32, 1, CF>(g, x, M, K, Ks);
 }
 
-template <int MT, bool XF32>
-void launch_skinny(const Group& g, const void* x, int M, int K, int S) {
-  if (g.o.n > 1) launch_skinny2<MT, XF32, true>(g, x, M, K, S);
-  else launch_skinny2<MT, XF32, false>(g, x, M, K, S);
+// M in 17..64 (x converted to bf16 first): 32 rows, 64 k, 4 stages where about 104 KiB hold
+// them (two blocks per SM), else 3 within 220 KiB, else 2.
+constexpr int bf16_stages(int MT, int S) {
+  const int stage = S * (32 * 64 * 2 + 8 * MT * 64 * 2);
+  const int fit = (104 * 1024) / stage;
+  return fit >= 4 ? 4 : (fit == 3 || 3 * stage <= 220 * 1024 ? 3 : 2);
+}
+template <int MT>
+void launch_skinny_bf16(const Group& g, const uint16_t* x, int M, int K, int S) {
+  const int Ks = split_len(K, S);
+  bool ok;
+  if (S == 4) ok = launch_skinny3<MT, false, 4, SkCfg<2, 64, bf16_stages(MT, 4)>>(g, x, M, K, Ks);
+  else if (S == 2) ok = launch_skinny3<MT, false, 2, SkCfg<2, 64, bf16_stages(MT, 2)>>(g, x, M, K, Ks);
+  else ok = launch_skinny3<MT, false, 1, SkCfg<2, 64, bf16_stages(MT, 1)>>(g, x, M, K, Ks);
+  if (!ok) fail("CUDA linear: the skinny kernel's shared memory does not fit this device");
+}
+
+// --- M <= 16: decode and speculative verify (x read as FP32, rounded in the fragment) ------------
+// The configurations a launch picks from: rows per block (16 wr), k per stage, stages. Every one
+// walks K alike; tests force each one (testing::set_linear_skinny_override) and check the bits.
+// These are the winners of a sweep over 20 (tools/cuda/kernel_bench.cu linear-sweep, H200,
+// 2026-11-29): deeper rings (6-8 stages of 16 rows, 8 of 32), 16-row blocks of 64 k, and bulk
+// L2 prefetches of the rows' next chunks ahead of the ring all lost (the prefetches up to half the
+// bandwidth, never a gain beyond noise).
+struct SkDesc {
+  int wr, bk, stages;
+};
+constexpr SkDesc kSkConfigs[] = {
+    {2, 64, 4},   // 0 r32/k64/s4: the fallback (fits every S and M <= 16); M > 8 on 2-4k rows
+    {1, 128, 4},  // 1 r16/k128/s4: M = 1 on 4-6k rows of K >= 4096 (3 blocks per SM, one wave);
+                  //   <= 2k rows at M > 8
+    {1, 256, 3},  // 2 r16/k256/s3: <= 2k rows where 4 stages do not fit (M 7, 8 at S = 4)
+    {1, 256, 4},  // 3 r16/k256/s4: <= 2k rows, M <= 6 (few blocks: the most bytes per block)
+    {2, 128, 4},  // 4 r32/k128/s4: 2-4k rows and S = 2 (gate/up), M <= 8
+    {2, 128, 6},  // 5 r32/k128/s6: (lm_head at M 1-4 within 1% of 7; kept for sweeps)
+    {4, 64, 4},   // 6 r64/k64/s4: > 4k rows at S = 4
+    {4, 128, 3},  // 7 r64/k128/s3: S = 1 (lm_head), and S = 2 at M > 8
+};
+constexpr int kSkN = static_cast<int>(sizeof(kSkConfigs) / sizeof(kSkConfigs[0]));
+template <int I>
+using SkOf = SkCfg<kSkConfigs[I].wr, kSkConfigs[I].bk, kSkConfigs[I].stages>;
+
+// Shared memory of config d at S pieces for M <= 16 tokens (Skinny<>::smem, checked below).
+constexpr int small_smem(const SkDesc& d, int S, int M) {
+  const int mt = M <= 8 ? 1 : 2;
+  const int pipe = d.stages * S * (16 * d.wr * d.bk * 2 + M * (d.bk + 8) * 4);
+  const int reduce = (S - 1) * d.wr * mt * 4 * 32 * 4;
+  return pipe > reduce ? pipe : reduce;
+}
+static_assert(small_smem(kSkConfigs[3], 4, 6) == Skinny<1, true, 4, SkOf<3>>::smem(6) &&
+                  small_smem(kSkConfigs[7], 2, 16) == Skinny<2, true, 2, SkOf<7>>::smem(16) &&
+                  small_smem(kSkConfigs[0], 4, 16) == Skinny<2, true, 4, SkOf<0>>::smem(16),
+              "small_smem mirrors Skinny<>::smem");
+
+template <int MT, int I = 0>
+bool launch_small_cfg(int c, const Group& g, const float* x, int M, int K, int S) {
+  if constexpr (I < kSkN) {
+    if (c == I) return launch_skinny_s<MT, true, SkOf<I>>(g, x, M, K, S);
+    return launch_small_cfg<MT, I + 1>(c, g, x, M, K, S);
+  } else {
+    return false;
+  }
+}
+
+int skinny_override = 0;  // testing::set_linear_skinny_override (0: the rule below)
+int skinny_last = 0;      // testing::linear_skinny_config_used
+
+int sm_count();
+
+// The rule, from the launch's weight rows N (all its weights together), K, M and S alone, fit to
+// the sweep's times at M = 1, 4, 16 (each pick within 3% of that shape's best config):
+// - S = 1 with >= 16k rows (lm_head): 64 rows of 128 k, 3 stages (4.2-4.3 TB/s).
+// - S = 2 with >= 8k rows (gate/up): 32 rows of 128 k for M <= 8, else 64 rows.
+// - <= 2k rows (k/v alone, 0.6B o_proj/down): too few blocks to fill the GPU, so the most bytes per
+//   block: 16 rows of 256 k, 4 stages while they fit (M <= 6 at S = 4), then 3; 128 k for M > 8.
+// - 2-4k rows (8B o_proj/down, 0.6B q/k/v): 32 rows of 128 k (M <= 8) or of 64 k.
+// - more rows (8B q/k/v, 0.6B gate/up): 64 rows of 64 k, except 16-row blocks of 128 k at M = 1
+//   with K >= 4096 while all fit at once (3 per SM).
+int pick_small(int64_t N, int64_t K, int64_t M, int S) {
+  const int m = static_cast<int>(M);
+  if (S == 1 && N >= 16384) return 7;
+  if (S == 2 && N >= 8192) return M > 8 ? 7 : 4;
+  if (N <= 2048) {
+    if (M > 8) return 1;
+    for (int c : {3, 2, 1})
+      if (small_smem(kSkConfigs[c], S, m) <= smem_optin()) return c;
+    return 0;
+  }
+  if (N <= 4096) return M > 8 ? 0 : 4;
+  if (M == 1 && K >= 4096 && (N + 15) / 16 <= 3 * sm_count()) return 1;
+  return 6;
+}
+
+void launch_small(const Group& g, const float* x, int M, int K, int S) {
+  int c = skinny_override > 0 && skinny_override <= kSkN ? skinny_override - 1
+                                                         : pick_small(g.total_n, K, M, S);
+  auto go = [&](int cfg) {
+    return M <= 8 ? launch_small_cfg<1>(cfg, g, x, M, K, S) : launch_small_cfg<2>(cfg, g, x, M, K, S);
+  };
+  if (!go(c)) {
+    c = 0;
+    if (!go(c)) fail("CUDA linear: the skinny kernel's shared memory does not fit this device");
+  }
+  skinny_last = c + 1;
 }
 
 template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB, bool MULTI>
@@ -587,12 +757,8 @@ void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& 
     fail("CUDA linear: x must be a 16-byte aligned device pointer");
   const int m = static_cast<int>(M), k = static_cast<int>(K);
   auto S_of = [&](const Group& g) { return split_count(g.o.N[0], K); };
-  if (M <= 8) {
-    for (const Group& g : gs) launch_skinny<1, true>(g, x, m, k, S_of(g));
-    return;
-  }
   if (M <= 16) {
-    for (const Group& g : gs) launch_skinny<2, true>(g, x, m, k, S_of(g));
+    for (const Group& g : gs) launch_small(g, x, m, k, S_of(g));
     return;
   }
   auto* xb = static_cast<uint16_t*>(scratch(0, static_cast<size_t>(M * K) * 2));
@@ -602,8 +768,8 @@ void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& 
     check_launch("linear (bf16 conversion)");
   }
   for (const Group& g : gs) {
-    if (M <= 32) launch_skinny<4, false>(g, xb, m, k, S_of(g));
-    else if (M <= 64) launch_skinny<8, false>(g, xb, m, k, S_of(g));
+    if (M <= 32) launch_skinny_bf16<4>(g, xb, m, k, S_of(g));
+    else if (M <= 64) launch_skinny_bf16<8>(g, xb, m, k, S_of(g));
     else launch_tiled(g, xb, m, k, S_of(g));
   }
 }
@@ -631,6 +797,17 @@ void linear_multi(const float* x, int64_t M, const LinearOut* outs, int64_t n) {
 
 namespace testing {
 void set_linear_tile_override(int tile) { tile_override = tile; }
+int set_linear_skinny_override(int config) {
+  skinny_override = config;
+  return kSkN;
+}
+int linear_skinny_config_used() { return skinny_last; }
+std::string linear_skinny_config_name(int config) {
+  if (config < 1 || config > kSkN) return "rule";
+  const SkDesc& d = kSkConfigs[config - 1];
+  return "r" + std::to_string(16 * d.wr) + "/k" + std::to_string(d.bk) + "/s" +
+         std::to_string(d.stages);
+}
 }  // namespace testing
 
 }  // namespace lockstep::kernels::cuda
