@@ -14,6 +14,12 @@
 //
 // LOCKSTEP_CUDA_PROFILE=1 times every op on the GPU (OpProfile below; graphs off) and prints a
 // table per kind of step to stderr when the backend is destroyed.
+//
+// Kernels are launched with programmatic dependent launch (kernels/cuda/common.cuh: each kernel's
+// launch and weight prefetch overlap the previous kernel's tail; scheduling only, the same bits);
+// LOCKSTEP_CUDA_PDL=0 turns it off. The profiler's events and hold kernel sit between ops, so
+// profiled ops run without it. LOCKSTEP_CUDA_GRAPH_STATS=1 prints each recorded graph's nodes,
+// edges and programmatic (kernel -> kernel PDL) edges.
 #ifdef LOCKSTEP_HAVE_CUDA
 
 #include <sys/mman.h>

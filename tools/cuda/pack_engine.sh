@@ -3,11 +3,13 @@
 # (everything but glibc, libstdc++ and libgcc), into .cuda-carry-engine/ (ignored by git) for the
 # GPU machine: `run` with carry [".cuda-carry-engine"], then tools/cuda/engine_on_device.sh there.
 #   tools/cuda/pack_engine.sh [build-dir]     (default build-gpu: -DLOCKSTEP_CUDA=ON)
+#   PACK_OUT=dir packs there instead (another folder that git ignores, so engineers sharing a
+#   checkout do not overwrite each other's pack; unpack it to .cuda-carry-engine on the device).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-build-gpu}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
-out="$root/.cuda-carry-engine"
+out="${PACK_OUT:-$root/.cuda-carry-engine}"
 [ -x "$build/lockstep" ] || { echo "pack_engine.sh: $build/lockstep not built" >&2; exit 1; }
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

@@ -547,6 +547,8 @@ __host__ __device__ inline int chunks_of(int n_keys) { return (n_keys + kChunk -
 // [rb R, rb R + R) (R = a.rows).
 template <int HD>
 __global__ void __launch_bounds__(kSplitWarps * 32) attn_split(AttnArgs a) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   extern __shared__ __align__(128) uint8_t smem[];
   const int c = blockIdx.x, rb = blockIdx.y / a.n_kv_heads, kh = blockIdx.y % a.n_kv_heads;
   const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
@@ -836,6 +838,8 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
 // Decode launch: block (c, (rb * n_kv_heads + kh) * DS + dz), rows [rb R, rb R + R), R G <= 16.
 template <int HD, int DS>
 __global__ void __launch_bounds__(256, 1) attn_decode(AttnArgs a) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   extern __shared__ __align__(128) uint8_t smem[];
   const int c = blockIdx.x, dz = blockIdx.y % DS, y = blockIdx.y / DS;
   const int rb = y / a.n_kv_heads, kh = y % a.n_kv_heads;
@@ -856,6 +860,8 @@ __global__ void __launch_bounds__(256, 1) attn_decode(AttnArgs a) {
 // Merge of the split launch: block (t * n_heads + h), thread d.
 template <int HD>
 __global__ void __launch_bounds__(HD) attn_merge(AttnArgs a) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int th = blockIdx.x, t = th / a.n_heads, d = threadIdx.x;
   const int nk = a.n_keys[t];
   const int nc = chunks_of(nk);
@@ -898,6 +904,8 @@ __global__ void __launch_bounds__(HD) attn_merge(AttnArgs a) {
 // decreasing rb (the causal rows with the most keys start first).
 template <int HD>
 __global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArgs a) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   constexpr int NW = Geo<HD>::kWalkWarps;
   extern __shared__ __align__(128) uint8_t smem[];
   const int nrb = (a.T + a.rows - 1) / a.rows;
@@ -963,16 +971,15 @@ void run(AttnArgs a, int64_t T) {
           constexpr int kSmem = DecLayout<HD, 2>::kBytes;
           allow_smem<attn_decode<HD, 2>>(kSmem);
           const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads * 2));
-          attn_decode<HD, 2><<<grid, 256, kSmem, stream()>>>(a);
+          launch("attn_decode", attn_decode<HD, 2>, grid, 256, kSmem, a);
         }
       }
       if (!ds2) {
         constexpr int kSmem = DecLayout<HD, 1>::kBytes;
         allow_smem<attn_decode<HD, 1>>(kSmem);
         const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
-        attn_decode<HD, 1><<<grid, 256, kSmem, stream()>>>(a);
+        launch("attn_decode", attn_decode<HD, 1>, grid, 256, kSmem, a);
       }
-      check_launch("attention (decode chunk partials)");
      }
     }
     if (!decode) {
@@ -981,11 +988,9 @@ void run(AttnArgs a, int64_t T) {
       a.rows = rows_override > 0 ? std::min(rows_override, rmax) : rmax;
       const int64_t nrb = (T + a.rows - 1) / a.rows;
       const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
-      attn_split<HD><<<grid, kSplitWarps * 32, kSplitSmem, stream()>>>(a);
-      check_launch("attention (chunk partials)");
+      launch("attn_split", attn_split<HD>, grid, kSplitWarps * 32, kSplitSmem, a);
     }
-    attn_merge<HD><<<static_cast<unsigned>(T * a.n_heads), HD, 0, stream()>>>(a);
-    check_launch("attention (merge)");
+    launch("attn_merge", attn_merge<HD>, static_cast<unsigned>(T * a.n_heads), HD, 0, a);
   } else {
     allow_smem<attn_walk<HD>>(kWalkSmem);
     const int rmax = kWalkWarps * 16 / a.group;
@@ -994,8 +999,7 @@ void run(AttnArgs a, int64_t T) {
     a.rows = rows_override > 0 ? std::min(rows_override, rmax)
                                : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
     const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
-    attn_walk<HD><<<static_cast<unsigned>(blocks), kWalkWarps * 32, kWalkSmem, stream()>>>(a);
-    check_launch("attention (walk)");
+    launch("attn_walk", attn_walk<HD>, static_cast<unsigned>(blocks), kWalkWarps * 32, kWalkSmem, a);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "core/error.h"
 
@@ -23,6 +24,52 @@ void check_launch(const char* kernel);
 // Device scratch of at least `bytes`, owned by the library, slot `slot` (each op uses its own slot
 // so two scratch arrays can be live at once). Grow-only; growing waits for the stream first.
 void* scratch(int slot, size_t bytes);
+
+// --- programmatic dependent launch (PDL) -------------------------------------------------------
+// Kernels are launched with cudaLaunchAttributeProgrammaticStreamSerialization (kept by stream
+// capture as programmatic graph edges), so a kernel's blocks may become resident, and run the part
+// before pdl_wait(), while the kernel before it in the stream is still finishing. The rule every
+// kernel here keeps: before pdl_wait() it reads nothing but weights (never written by a kernel)
+// and writes nothing outside its own shared memory; everything else comes after. pdl_wait()
+// returns once the previous kernel has completed and its writes are visible; since that kernel
+// itself waited for its own predecessor before completing, the order is transitive. PDL changes
+// scheduling only, never arithmetic. Off with LOCKSTEP_CUDA_PDL=0 (or testing::set_pdl).
+//
+// The attribute is set only when the op enqueued just before was one of these kernels: copies,
+// memsets, events, graph launches, cuBLAS and plain launches call note_stream_op(), so the
+// kernel after them is launched plainly and waits for them in full.
+bool pdl_enabled();
+void note_stream_op();
+bool pdl_next_launch();  // true: this launch gets the attribute (and the next kernel may too)
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream()>>>(args...), with the PDL attribute where pdl_next_launch()
+// says so; throws naming `what` when the launch fails.
+template <typename... P, typename... A>
+void launch(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+            A&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_next_launch() ? 1 : 0;
+  check(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...), what);
+}
 
 inline unsigned blocks_for(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);

@@ -88,6 +88,11 @@ void set_attention_rows_override(int rows);
 // launch's one-warp-per-tile kernel, 4 / 5 the decode kernel (head_dim <= 128) with the value
 // columns split over two blocks / in one block. Same bits.
 void set_attention_path_override(int path);
+// Tests only: programmatic dependent launch (common.cuh) 0 = as LOCKSTEP_CUDA_PDL says (default
+// on), 1 = on, 2 = off. Scheduling only: the same bits either way.
+void set_pdl(int mode);
+// Programmatic (PDL) edges in the last graph end_capture() built (-1: could not be read).
+int last_graph_programmatic_edges();
 }
 
 // out[i][:] = float(table row ids[i]); table BF16 [V][D] on the device; ids checked by the caller.

@@ -90,6 +90,8 @@ __global__ void __launch_bounds__(kPrepThreads)
                             const float* __restrict__ dt_bias, const float* __restrict__ inputs,
                             const DeltaNetSpan* __restrict__ spans, int nk, int nv, int dk, int dv,
                             int K, float q_scale, float* __restrict__ prepared) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   __shared__ float head[kMaxHeadDim];
   __shared__ float inv_norm;
   const int units = 2 * nk + nv;
@@ -177,6 +179,8 @@ __global__ void __launch_bounds__(kStepThreads)
     deltanet_recur_kernel(const float* __restrict__ inputs, const DeltaNetSpan* __restrict__ spans,
                           int nk, int nv, int dk, int dv, int K,
                           const float* __restrict__ prepared, float* __restrict__ core) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   __shared__ float stage[2][kStageMax];
   const DeltaNetSpan sp = spans[blockIdx.y];
   if (sp.n <= 0) return;  // block-uniform
@@ -309,6 +313,8 @@ __global__ void __launch_bounds__(kStepThreads)
 __global__ void __launch_bounds__(kNormThreads)
     gated_rms_norm_kernel(const float* x, const float* __restrict__ z, int64_t rows, int64_t D,
                           const float* __restrict__ w, float eps, float* y) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kNormThreads / 32) + threadIdx.x / 32;
   if (row >= rows) return;  // warp-uniform
   const int lane = threadIdx.x & 31;
@@ -354,35 +360,26 @@ void deltanet_step(const DeltaNetShape& s, const float* conv_w, const float* A_l
             dv = static_cast<int>(s.dv), K = static_cast<int>(s.K);
 
   const dim3 grid1(static_cast<unsigned>(units * max_span_tokens), static_cast<unsigned>(n_spans));
-  deltanet_prepare_kernel<<<grid1, kPrepThreads, 0, stream()>>>(
-      conv_w, A_log, dt_bias, inputs, spans, nk, nv, dk, dv, K, q_scale, prepared);
-  check_launch("deltanet_prepare");
+  launch("deltanet_prepare_kernel", deltanet_prepare_kernel, grid1, kPrepThreads, 0, conv_w, A_log, dt_bias, inputs, spans, nk, nv, dk, dv, K, q_scale, prepared);
 
   const dim3 grid2(static_cast<unsigned>(s.nv * tiles), static_cast<unsigned>(n_spans));
   // State rows per thread: padded / 4, rounded up to 4, 8, 16 or 32.
   const int padded = (dk + 15) / 16 * 16;
   if (padded <= 16)
-    deltanet_recur_kernel<4><<<grid2, kStepThreads, 0, stream()>>>(inputs, spans, nk, nv, dk, dv, K,
-                                                                   prepared, core);
+    launch("deltanet_recur_kernel", deltanet_recur_kernel<4>, grid2, kStepThreads, 0, inputs, spans, nk, nv, dk, dv, K, prepared, core);
   else if (padded <= 32)
-    deltanet_recur_kernel<8><<<grid2, kStepThreads, 0, stream()>>>(inputs, spans, nk, nv, dk, dv, K,
-                                                                   prepared, core);
+    launch("deltanet_recur_kernel", deltanet_recur_kernel<8>, grid2, kStepThreads, 0, inputs, spans, nk, nv, dk, dv, K, prepared, core);
   else if (padded <= 64)
-    deltanet_recur_kernel<16><<<grid2, kStepThreads, 0, stream()>>>(inputs, spans, nk, nv, dk, dv,
-                                                                    K, prepared, core);
+    launch("deltanet_recur_kernel", deltanet_recur_kernel<16>, grid2, kStepThreads, 0, inputs, spans, nk, nv, dk, dv, K, prepared, core);
   else
-    deltanet_recur_kernel<32><<<grid2, kStepThreads, 0, stream()>>>(inputs, spans, nk, nv, dk, dv,
-                                                                    K, prepared, core);
-  check_launch("deltanet_recur");
+    launch("deltanet_recur_kernel", deltanet_recur_kernel<32>, grid2, kStepThreads, 0, inputs, spans, nk, nv, dk, dv, K, prepared, core);
 }
 
 void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
                     float eps, float* y) {
   if (rows <= 0 || D <= 0) return;
   constexpr int per_block = kNormThreads / 32;
-  gated_rms_norm_kernel<<<blocks_for(rows, per_block), kNormThreads, 0, stream()>>>(x, z, rows, D,
-                                                                                   w, eps, y);
-  check_launch("gated_rms_norm");
+  launch("gated_rms_norm_kernel", gated_rms_norm_kernel, blocks_for(rows, per_block), kNormThreads, 0, x, z, rows, D, w, eps, y);
 }
 
 }  // namespace lockstep::kernels::cuda

@@ -22,6 +22,8 @@ constexpr int kThreads = 256;
 
 __global__ void embedding_kernel(const uint16_t* __restrict__ table, const int32_t* __restrict__ ids,
                                  int64_t n, int64_t D, float* __restrict__ out) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * D) return;
   const int64_t r = i / D, d = i % D;
@@ -63,6 +65,8 @@ template <int PER, bool ADD>
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(float* x, const float* delta, int64_t D,
                                                             const float* __restrict__ w, float eps,
                                                             bool zero_centered, float* y) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t row = blockIdx.x;
   float* xr = x + row * D;
   float* yr = y + row * D;
@@ -120,13 +124,13 @@ void launch_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const f
                      bool zero_centered, float* y) {
   const dim3 grid(static_cast<unsigned>(M));
   const int64_t per = (D + kThreads - 1) / kThreads;
-  if (per <= 1) rms_norm_kernel<1, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
-  else if (per <= 2) rms_norm_kernel<2, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
-  else if (per <= 4) rms_norm_kernel<4, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
-  else if (per <= 8) rms_norm_kernel<8, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
-  else if (per <= 16) rms_norm_kernel<16, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
-  else if (per <= 32) rms_norm_kernel<32, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
-  else rms_norm_kernel<0, ADD><<<grid, kThreads, 0, stream()>>>(x, delta, D, w, eps, zero_centered, y);
+  if (per <= 1) launch("rms_norm_kernel", rms_norm_kernel<1, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 2) launch("rms_norm_kernel", rms_norm_kernel<2, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 4) launch("rms_norm_kernel", rms_norm_kernel<4, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 8) launch("rms_norm_kernel", rms_norm_kernel<8, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 16) launch("rms_norm_kernel", rms_norm_kernel<16, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 32) launch("rms_norm_kernel", rms_norm_kernel<32, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else launch("rms_norm_kernel", rms_norm_kernel<0, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
 }
 
 // attention_prep (cuda_ops.h): one block of 256 threads per (row, head), q heads then k heads. The
@@ -153,6 +157,8 @@ struct PrepArgs {
 };
 
 __global__ void __launch_bounds__(kThreads) attention_prep_kernel(const __grid_constant__ PrepArgs a) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   constexpr int kPer = kPrepMaxHeadDim / kThreads;  // elements per thread, d = tid + 256 i
   __shared__ float buf[kPrepMaxHeadDim];
   const int64_t heads = a.n_heads + a.n_kv_heads;
@@ -225,6 +231,8 @@ __global__ void __launch_bounds__(kThreads) attention_prep_kernel(const __grid_c
 
 __global__ void rope_kernel(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
                             const float* __restrict__ cos_sin) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t half = rotary_dim / 2;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= M * heads * half) return;
@@ -238,16 +246,22 @@ __global__ void rope_kernel(float* x, int64_t M, int64_t heads, int64_t head_dim
 }
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __fmul_rn(silu_f32(gate[i]), up[i]);
 }
 
 __global__ void add_kernel(float* x, const float* delta, int64_t n) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] = __fadd_rn(x[i], delta[i]);
 }
 
 __global__ void sigmoid_mul_kernel(float* x, const float* gate, int64_t n) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] = __fmul_rn(x[i], sigmoid_f32(gate[i]));
 }
@@ -255,6 +269,8 @@ __global__ void sigmoid_mul_kernel(float* x, const float* gate, int64_t n) {
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v, int64_t T,
                                 int64_t kv_dim, const int32_t* __restrict__ slots,
                                 float* __restrict__ k_cache, float* __restrict__ v_cache) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * kv_dim) return;
   const int64_t t = i / kv_dim, j = i % kv_dim;
@@ -265,6 +281,8 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
 
 __global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
                                    int64_t n, int64_t D, float* __restrict__ out) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * D) return;
   out[i] = x[static_cast<int64_t>(rows[i / D]) * D + i % D];
@@ -276,23 +294,19 @@ void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) {
   if (table.quant != QuantFormat::None || table.dtype != DType::BF16)
     fail("CUDA embedding: the table must be BF16 (found ", dtype_name(table.dtype), ")");
   if (n <= 0) return;
-  embedding_kernel<<<blocks_for(n * table.cols, kThreads), kThreads, 0, stream()>>>(
-      static_cast<const uint16_t*>(table.data), ids, n, table.cols, out);
-  check_launch("embedding");
+  launch("embedding_kernel", embedding_kernel, blocks_for(n * table.cols, kThreads), kThreads, 0, static_cast<const uint16_t*>(table.data), ids, n, table.cols, out);
 }
 
 void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps, bool zero_centered,
               float* y) {
   if (M <= 0) return;
   launch_rms_norm<false>(const_cast<float*>(x), nullptr, M, D, w, eps, zero_centered, y);
-  check_launch("rms_norm");
 }
 
 void add_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const float* w, float eps,
                   bool zero_centered, float* y) {
   if (M <= 0) return;
   launch_rms_norm<true>(x, delta, M, D, w, eps, zero_centered, y);
-  check_launch("add_rms_norm");
 }
 
 void attention_prep(const AttentionPrep& p, const KvLayerView& kv) {
@@ -317,8 +331,7 @@ void attention_prep(const AttentionPrep& p, const KvLayerView& kv) {
              p.q_norm, p.k_norm, p.eps, p.zero_centered, p.cos_sin, p.slots,
              const_cast<float*>(kv.k), const_cast<float*>(kv.v)};
   const int64_t blocks = p.T * (p.n_heads + nkv);
-  attention_prep_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream()>>>(a);
-  check_launch("attention_prep");
+  launch("attention_prep_kernel", attention_prep_kernel, static_cast<unsigned>(blocks), kThreads, 0, a);
 }
 
 void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
@@ -327,41 +340,33 @@ void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_d
     fail("CUDA rope: rotary_dim ", rotary_dim, " must be even and at most head_dim ", head_dim);
   const int64_t n = M * heads * (rotary_dim / 2);
   if (n <= 0) return;
-  rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, M, heads, head_dim, rotary_dim,
-                                                                 cos_sin);
-  check_launch("rope");
+  launch("rope_kernel", rope_kernel, blocks_for(n, kThreads), kThreads, 0, x, M, heads, head_dim, rotary_dim, cos_sin);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   if (n <= 0) return;
-  silu_mul_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(gate, up, out, n);
-  check_launch("silu_mul");
+  launch("silu_mul_kernel", silu_mul_kernel, blocks_for(n, kThreads), kThreads, 0, gate, up, out, n);
 }
 
 void add(float* x, const float* delta, int64_t n) {
   if (n <= 0) return;
-  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, delta, n);
-  check_launch("add");
+  launch("add_kernel", add_kernel, blocks_for(n, kThreads), kThreads, 0, x, delta, n);
 }
 
 void sigmoid_mul(float* x, const float* gate, int64_t n) {
   if (n <= 0) return;
-  sigmoid_mul_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, gate, n);
-  check_launch("sigmoid_mul");
+  launch("sigmoid_mul_kernel", sigmoid_mul_kernel, blocks_for(n, kThreads), kThreads, 0, x, gate, n);
 }
 
 void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const int32_t* slots,
               float* k_cache, float* v_cache) {
   if (T * kv_dim <= 0) return;
-  kv_write_kernel<<<blocks_for(T * kv_dim, kThreads), kThreads, 0, stream()>>>(k, v, T, kv_dim, slots,
-                                                                              k_cache, v_cache);
-  check_launch("kv_write");
+  launch("kv_write_kernel", kv_write_kernel, blocks_for(T * kv_dim, kThreads), kThreads, 0, k, v, T, kv_dim, slots, k_cache, v_cache);
 }
 
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out) {
   if (n * D <= 0) return;
-  gather_rows_kernel<<<blocks_for(n * D, kThreads), kThreads, 0, stream()>>>(x, rows, n, D, out);
-  check_launch("gather_rows");
+  launch("gather_rows_kernel", gather_rows_kernel, blocks_for(n * D, kThreads), kThreads, 0, x, rows, n, D, out);
 }
 
 }  // namespace lockstep::kernels::cuda

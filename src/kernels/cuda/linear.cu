@@ -50,6 +50,8 @@ __device__ __forceinline__ uint32_t swz(int r, int c, int row_bytes) {
 
 // --- x to bf16 ------------------------------------------------------------------------------------
 __global__ void to_bf16_kernel(const float* __restrict__ x, uint32_t* __restrict__ out, int64_t n2) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n2) {
     const float2 v = reinterpret_cast<const float2*>(x)[i];
@@ -159,8 +161,8 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF>::kThreads)
   const int nk = (Ks + BK - 1) / BK;  // stages (the same for every piece)
   const uint32_t base = smem_addr(smem);
 
-  // The piece's threads load the piece's BK k of the stage: weights, then x.
-  auto load = [&](int stage, int chunk) {
+  // The piece's threads load the piece's BK k of the stage: weights (load_w), then x (load_x).
+  auto load_w = [&](int stage, int chunk) {
     const uint32_t ws = base + stage * stage_bytes + piece * piece_bytes;
     const int k0 = kbeg + chunk * BK;
 #pragma unroll
@@ -171,7 +173,10 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF>::kThreads)
       const uint16_t* src = ok ? w + static_cast<int64_t>(n0 + r) * K + gk : w;
       cp_async16(ws + swz(r, c, BK * 2), src, ok);
     }
-    const uint32_t xs = ws + C::kWBytes;
+  };
+  auto load_x = [&](int stage, int chunk) {
+    const uint32_t xs = base + stage * stage_bytes + piece * piece_bytes + C::kWBytes;
+    const int k0 = kbeg + chunk * BK;
     if constexpr (XF32) {
       const float* x = static_cast<const float*>(xv);
       constexpr int kCpr = BK / 4;  // 16-byte chunks per x row
@@ -212,9 +217,18 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF>::kThreads)
 #pragma unroll
   for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
+  // PDL (common.cuh): the first stages' weights (never written by a kernel) are requested before
+  // the wait, so they stream in while the previous kernel finishes; x only after it. The first
+  // commit group holds every prologue stage's weights and stage 0's x, group st stage st's x:
+  // stage st is complete once groups 0..st are, as before.
+  pdl_launch_dependents();
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st)
+    if (st < nk) load_w(st, st);
+  pdl_wait();
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < nk) load(st, st);
+    if (st < nk) load_x(st, st);
     cp_async_commit();
   }
 
@@ -227,7 +241,10 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF>::kThreads)
     piece_sync();
     {
       const int next = kc + STAGES - 1;
-      if (next < nk) load(ls, next);
+      if (next < nk) {
+        load_w(ls, next);
+        load_x(ls, next);
+      }
       cp_async_commit();
     }
     const int soff = rs * stage_bytes + piece * piece_bytes;
@@ -343,6 +360,8 @@ __global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads,
                  int Ks, int S) {
   using C = Tiled<BN, BM, WN, WM, STAGES, MINB>;
   constexpr int IA = C::kIA, JB = C::kJB;
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
   extern __shared__ __align__(128) uint8_t smem[];
   const Out1 o = pick<MULTI>(outs);
   const uint16_t* __restrict__ w = o.w;
@@ -552,8 +571,7 @@ bool launch_skinny3(const Group& g, const void* x, int M, int K, int Ks) {
   constexpr auto kernel = linear_skinny<MT, XF32, S, CF>;
   allow_smem_max<kernel>();
   const dim3 grid(g.blocks(C::kRows), (M + 8 * MT - 1) / (8 * MT));
-  kernel<<<grid, C::kThreads, bytes, stream()>>>(g.table(C::kRows), x, M, K, Ks);
-  check_launch("linear (skinny kernel)");
+  launch("linear (skinny kernel)", kernel, grid, C::kThreads, bytes, g.table(C::kRows), x, M, K, Ks);
   return true;
 }
 
@@ -676,8 +694,7 @@ void launch_tiled3(const Group& g, const uint16_t* x, int M, int K, int Ks, int 
   constexpr auto kernel = linear_tiled<BN, BM, WN, WM, STAGES, MINB, MULTI>;
   allow_smem<kernel>(C::kSmem);
   const dim3 grid(g.blocks(BN), (M + BM - 1) / BM);
-  kernel<<<grid, C::kThreads, C::kSmem, stream()>>>(g.table(BN), x, M, K, Ks, S);
-  check_launch("linear (tiled kernel)");
+  launch("linear (tiled kernel)", kernel, grid, C::kThreads, C::kSmem, g.table(BN), x, M, K, Ks, S);
 }
 
 template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB>
@@ -764,8 +781,7 @@ void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& 
   auto* xb = static_cast<uint16_t*>(scratch(0, static_cast<size_t>(M * K) * 2));
   {
     const int64_t n2 = M * K / 2;
-    to_bf16_kernel<<<blocks_for(n2, 256), 256, 0, stream()>>>(x, reinterpret_cast<uint32_t*>(xb), n2);
-    check_launch("linear (bf16 conversion)");
+    launch("to_bf16_kernel", to_bf16_kernel, blocks_for(n2, 256), 256, 0, x, reinterpret_cast<uint32_t*>(xb), n2);
   }
   for (const Group& g : gs) {
     if (M <= 32) launch_skinny_bf16<4>(g, xb, m, k, S_of(g));

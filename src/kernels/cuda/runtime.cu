@@ -1,5 +1,7 @@
 // Device discovery, memory, copies and the one stream (cuda_ops.h).
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -14,7 +16,10 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail("CUDA ", what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
 }
 
-void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+void check_launch(const char* kernel) {
+  note_stream_op();  // a plain <<<>>> launch: the kernel after it waits for it in full
+  check(cudaGetLastError(), kernel);
+}
 
 cudaStream_t stream() {
   static cudaStream_t s = [] {
@@ -26,6 +31,24 @@ cudaStream_t stream() {
 }
 
 std::atomic<uint64_t> scratch_reallocations{0};
+
+// PDL (common.cuh): on unless LOCKSTEP_CUDA_PDL=0; testing::set_pdl overrides.
+std::atomic<int> pdl_override{0};  // 0: the environment, 1: on, 2: off
+std::atomic<bool> last_was_kernel{false};
+
+bool pdl_enabled() {
+  static const bool env_on = [] {
+    const char* v = std::getenv("LOCKSTEP_CUDA_PDL");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  const int o = pdl_override.load();
+  return o == 0 ? env_on : o == 1;
+}
+void note_stream_op() { last_was_kernel.store(false); }
+bool pdl_next_launch() {
+  const bool after_kernel = last_was_kernel.exchange(true);
+  return after_kernel && pdl_enabled();
+}
 
 void* scratch(int slot, size_t bytes) {
   static std::mutex mu;
@@ -110,10 +133,12 @@ void free_device(void* p) {
 
 void upload(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
+  detail::note_stream_op();
   check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, detail::stream()), "upload");
 }
 
 void download(void* host_dst, const void* src, size_t bytes) {
+  detail::note_stream_op();
   if (bytes != 0)
     check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, detail::stream()),
           "download");
@@ -122,11 +147,13 @@ void download(void* host_dst, const void* src, size_t bytes) {
 
 void copy(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  detail::note_stream_op();
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, detail::stream()), "copy");
 }
 
 void fill_zero(void* dst, size_t bytes) {
   if (bytes == 0) return;
+  detail::note_stream_op();
   check(cudaMemsetAsync(dst, 0, bytes, detail::stream()), "fill_zero");
 }
 
@@ -144,6 +171,7 @@ void event_destroy(void* e) {
 }
 
 void event_record(void* e) {
+  detail::note_stream_op();
   check(cudaEventRecord(static_cast<cudaEvent_t>(e), detail::stream()), "event record");
 }
 
@@ -186,6 +214,10 @@ void hold_stream(const uint32_t* device_flag, uint32_t ticket, double timeout_ms
                                              static_cast<uint64_t>(timeout_ms * 1e6));
   detail::check_launch("profile hold");
 }
+
+namespace testing {
+void set_pdl(int mode) { detail::pdl_override.store(mode); }
+}  // namespace testing
 
 void synchronize() { check(cudaStreamSynchronize(detail::stream()), "synchronize"); }
 
