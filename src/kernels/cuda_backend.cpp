@@ -462,9 +462,12 @@ class CudaBackend final : public Backend {
     std::string name;
     if (prof_) {
       name = "linear_multi ";
-      for (const LinearOut& o : outs)
-        name += (&o == outs.data() ? "" : "+") + std::to_string(o.w->rows);
-      name += "x" + std::to_string(outs[0].w->cols);
+      for (const LinearOut& o : outs) {
+        if (&o != outs.data()) name += '+';
+        name += std::to_string(o.w->rows);
+      }
+      name += 'x';
+      name += std::to_string(outs[0].w->cols);
     }
     OpScope t(prof_.get(), name);
     cuda::linear_multi(x, M, outs.data(), static_cast<int64_t>(outs.size()));
