@@ -78,6 +78,31 @@ TEST(Linear, EveryCompiledTargetGivesTheSameBits) {
   }
 }
 
+// The one-row (GEMV) path on every target: whole tiles and leftover columns, rows longer than
+// its prefetch lookahead (the lookahead wraps into the next tile's rows) and a tail block.
+TEST(Linear, OneRowPathOnEveryCompiledTargetMatchesOracle) {
+  const int64_t N = 45;
+  for (DType t : kTypes) {
+    for (int64_t K : {16, 1000, 2064}) {
+      const auto wbytes = test::random_weight(t, N * K, 17);
+      const Weight w{t, N, K, wbytes.data()};
+      const auto x = test::random_floats(K, 19);
+      std::vector<float> oracle(N);
+      ref::linear_cols(x.data(), 1, t, w.data, K, 0, N, oracle.data(), N);
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        for (int threads : {1, 2}) {
+          auto y = run(x.data(), 1, w, nullptr, threads);
+          EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), N))
+              << dtype_name(t) << " K=" << K << " threads=" << threads << " target "
+              << hwy::TargetName(target);
+        }
+      }
+      hwy::SetSupportedTargetsForTest(0);
+    }
+  }
+}
+
 TEST(Linear, CloseToDoublePrecision) {
   const int64_t N = 5, K = 1000;
   const auto wbytes = test::random_weight(DType::F32, N * K, 1);
