@@ -5,6 +5,9 @@
 #   tools/cuda/pack_engine.sh [build-dir]     (default build-gpu: -DLOCKSTEP_CUDA=ON)
 #   PACK_OUT=dir packs there instead (another folder that git ignores, so engineers sharing a
 #   checkout do not overwrite each other's pack; unpack it to .cuda-carry-engine on the device).
+# Also writes OUT-xz/engine.tar.xz (a third of the size): the device tool carries at most 64 MiB
+# with the working tree (~43 MB), so carry that folder instead; engine_on_device.sh unpacks it
+# when .cuda-carry-engine itself did not travel.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-build-gpu}"
@@ -34,3 +37,6 @@ EOF
   chmod +x "$out/bin/run-$b"
 done
 du -sh "$out"
+mkdir -p "$out-xz"
+tar -C "$out" -cJf "$out-xz/engine.tar.xz" .
+du -sh "$out-xz"
