@@ -1,0 +1,329 @@
+// attention (cuda_ops.h), the decode launch: chunk partials of a few query rows, one 256-position
+// chunk per block spread over 8 warps. Same schedule and bits as the other launches (attention.cu).
+#include "kernels/cuda/attention_internal.cuh"
+
+namespace lockstep::kernels::cuda::attn {
+namespace {
+
+// Decode launch (split, head_dim <= 128, a block's virtual rows in one 16-row tile): block
+// (chunk c, row block, kv head, d part dz) of 8 warps. The chunk's keys are converted to BF16 in
+// shared memory at once (loaded through registers) while its values (this block's DV = HD / DS
+// columns) arrive by cp.async as FP32 (swizzled 16-byte granules, converted as they are read);
+// warp w computes the scores of positions [32w, 32w + 32) for the whole tile, the chunk max is
+// taken over the warps, warp w's e(p) and its BF16 P fragments go to shared memory, warp 0 sums
+// l_c in the documented lane order, and warp w computes a_c for columns [w DV / 8, +DV / 8),
+// walking all 16 k-steps in increasing position. Every MMA has the operands and order of the
+// schedule above, so the bits are the other launches'.
+template <int HD, int DS>
+struct DecLayout {
+  static constexpr int kDV = HD / DS;                      // value columns of this block
+  static constexpr int kRb = HD * 2;                       // BF16 key row
+  static constexpr int kRv = kDV * 4;                      // FP32 value row
+  static constexpr int kK = 0;                             // [256][HD] BF16 keys (later E, P)
+  static constexpr int kE = 0;                             // [32 tiles][32 lanes][4] FP32 e
+  static constexpr int kP = kE + 32 * 32 * 16;             // [16 k-steps][32 lanes][4] u32
+  static constexpr int kV = kK + kChunk * kRb;             // [256][kDV] FP32 values
+  static constexpr int kQ = kV + kChunk * kRv;             // [16][HD] BF16 q
+  static constexpr int kMax = kQ + 16 * HD * 2;            // [8 warps][16 rows] FP32
+  static constexpr int kOff = kMax + 8 * 16 * 4;           // [256] int64 offsets
+  static constexpr int kBytes = kOff + kChunk * 8;
+  static_assert(kP + 16 * 32 * 16 <= kV, "E and P fit in the key tile");
+  static_assert(kDV % 64 == 0, "8 warps x whole n-tiles");
+};
+
+template <int HD, int DS>
+__device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int kh, int tref,
+                           int c, int dz) {
+  using Ly = DecLayout<HD, DS>;
+  constexpr int kRb = Ly::kRb, kRv = Ly::kRv, kDV = Ly::kDV, kKt = HD / 16;
+  constexpr int kNt = kDV / 64;  // n-tiles of 8 columns per warp
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, tq = lane & 3;
+  const int G = a.group, VG = nr * G;
+  const uint32_t sbase = smem_addr(smem);
+  const int nk_ref = a.n_keys[tref];
+  const int np_ref = min(kChunk, nk_ref - c * kChunk);
+  const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * HD;
+  const int bt = a.block_tokens;
+
+  int nk_row[2];
+  int64_t orow[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int vr = gq + 8 * e;
+    if (vr < VG) {
+      const int r = vr / G, g = vr % G;
+      nk_row[e] = a.n_keys[t0 + r];
+      orow[e] = static_cast<int64_t>(t0 + r) * a.n_heads + kh * G + g;
+    } else {
+      nk_row[e] = 0;
+      orow[e] = -1;
+    }
+  }
+  int nkw = max(nk_row[0], nk_row[1]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) nkw = max(nkw, __shfl_xor_sync(0xffffffffu, nkw, o));
+  const int npw = min(kChunk, nkw - c * kChunk);  // the tile's positions in the chunk (> 0)
+  const int np0 = nk_row[0] - c * kChunk, np1 = nk_row[1] - c * kChunk;
+
+  // Offsets of the chunk's positions (thread i: position i), and q (BF16, swizzled).
+  {
+    const int i = tid;  // 256 threads, 256 positions
+    if (i < np_ref) {
+      const int p = c * kChunk + i;
+      const int blk = a.block_tables[tref * a.table_stride + p / bt];
+      sts_s64(sbase + Ly::kOff + i * 8,
+              (static_cast<int64_t>(blk) * bt + p % bt) * kv_dim + static_cast<int64_t>(kh) * HD);
+    }
+    for (int i2 = tid; i2 < 16 * HD / 4; i2 += 256) {
+      const int vr = i2 / (HD / 4), piece = i2 % (HD / 4);
+      float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (vr < VG) {
+        const int r = vr / G, g = vr % G;
+        x = *reinterpret_cast<const float4*>(
+            a.q + (static_cast<int64_t>(t0 + r) * a.n_heads + kh * G + g) * HD + piece * 4);
+      }
+      *reinterpret_cast<uint2*>(smem + Ly::kQ + swz(vr, piece >> 1, kRb) + (piece & 1) * 8) =
+          make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
+    }
+  }
+  __syncthreads();  // offsets and q are in
+
+  // Values of this block's columns: cp.async, granule g of row i at ((g ^ (i & 7)) << 4).
+  {
+    constexpr int kGr = kDV / 4;                 // granules per row
+    constexpr int kPer = kChunk * kGr / 256;     // per thread
+    const int g = tid % kGr;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = tid / kGr + k * (256 / kGr);
+      const bool ok = i < np_ref;
+      const float* src = a.v + dz * kDV + g * 4;
+      cp_async16(sbase + Ly::kV + i * kRv + ((g ^ (i & 7)) << 4),
+                 ok ? src + lds_s64(sbase + Ly::kOff + i * 8) : src, ok);
+    }
+    cp_async_commit();
+  }
+  // Keys: FP32 through registers (16 pieces in flight per thread), BF16 swizzled as the walk's.
+  {
+    constexpr int kGr = HD / 4;
+    constexpr int kPer = kChunk * kGr / 256;  // 32 (HD 128) or 16 (HD 64)
+    constexpr int kBatch = 16;
+    const int piece = tid % kGr;
+#pragma unroll
+    for (int k0 = 0; k0 < kPer; k0 += kBatch) {
+      float4 x[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = tid / kGr + (k0 + k) * (256 / kGr);
+        x[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < np_ref)
+          x[k] = __ldg(reinterpret_cast<const float4*>(a.k + lds_s64(sbase + Ly::kOff + i * 8) +
+                                                       piece * 4));
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = tid / kGr + (k0 + k) * (256 / kGr);
+        sts_u2(sbase + Ly::kK + swz(i, piece >> 1, kRb) + (piece & 1) * 8,
+               pack_bf16x2(x[k].x, x[k].y), pack_bf16x2(x[k].z, x[k].w));
+      }
+    }
+  }
+  __syncthreads();  // keys are in
+
+  // Scores of positions [32 warp, +32): tiles jt = 4 warp + t.
+  const int l7 = lane & 7, hi = lane >> 4, mid = (lane >> 3) & 1;
+  const uint32_t qa = sbase + Ly::kQ + (l7 + mid * 8) * kRb;
+  const uint32_t ka = sbase + Ly::kK + (warp * 32 + l7 + hi * 8) * kRb;
+  uint32_t xq[4], xk[4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    xq[m] = static_cast<uint32_t>(((2 * m) ^ (hi ^ l7)) << 4);
+    xk[m] = static_cast<uint32_t>(((2 * m) ^ (mid ^ l7)) << 4);
+  }
+  auto chunk_off = [](const uint32_t (&xo)[4], int C) {
+    return static_cast<uint32_t>((C & ~7) << 4) + xo[(C & 7) >> 1];
+  };
+  float S[4][4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) S[t][0] = S[t][1] = S[t][2] = S[t][3] = 0.0f;
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj) {
+    if (warp * 32 + jj * 16 < npw) {
+      uint32_t af[kKt][4], b[kKt][4];
+#pragma unroll
+      for (int kk = 0; kk < kKt; ++kk) {
+        ldmatrix_x4(af[kk], qa + chunk_off(xq, 2 * kk));
+        ldmatrix_x4(b[kk], ka + jj * 16 * kRb + chunk_off(xk, 2 * kk));
+      }
+#pragma unroll
+      for (int kk = 0; kk < kKt; ++kk) {
+        mma_bf16_16816(S[2 * jj], af[kk], b[kk][0], b[kk][1]);
+        mma_bf16_16816(S[2 * jj + 1], af[kk], b[kk][2], b[kk][3]);
+      }
+    }
+  }
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int p = (warp * 4 + t) * 8 + 2 * tq + (e & 1);
+      const float sc = __fmul_rn(S[t][e], a.scale);
+      S[t][e] = sc;
+      if (p < (e < 2 ? np0 : np1)) mx[e >> 1] = fmaxf(mx[e >> 1], sc);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    if (tq == 0) sts_f(sbase + Ly::kMax + (warp * 16 + gq + 8 * r) * 4, mx[r]);
+  }
+  __syncthreads();  // warp maxima in; every warp is done with the keys (E and P reuse them)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) m = fmaxf(m, lds_f(sbase + Ly::kMax + (w * 16 + gq + 8 * r) * 4));
+    mx[r] = m;
+  }
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    const int jt = warp * 4 + t;
+    float pe[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (jt * 8 < npw) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int p = jt * 8 + 2 * tq + (e & 1);
+        if (p < (e < 2 ? np0 : np1)) pe[e] = exp_f32(__fsub_rn(S[t][e], mx[e >> 1]));
+      }
+    }
+    S[t][0] = pe[0], S[t][1] = pe[1], S[t][2] = pe[2], S[t][3] = pe[3];
+    *reinterpret_cast<float4*>(smem + Ly::kE + (jt * 32 + lane) * 16) =
+        make_float4(pe[0], pe[1], pe[2], pe[3]);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int kk = warp * 2 + h;
+    *reinterpret_cast<uint4*>(smem + Ly::kP + (kk * 32 + lane) * 16) =
+        make_uint4(pack_bf16x2(S[2 * h][0], S[2 * h][1]), pack_bf16x2(S[2 * h][2], S[2 * h][3]),
+                   pack_bf16x2(S[2 * h + 1][0], S[2 * h + 1][1]),
+                   pack_bf16x2(S[2 * h + 1][2], S[2 * h + 1][3]));
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // E, P and the values are in
+
+  // P.V: columns [warp kDV / 8, +kDV / 8) of this block's part; k-steps in increasing position.
+  float ac[kNt][4];
+#pragma unroll
+  for (int n = 0; n < kNt; ++n) ac[n][0] = ac[n][1] = ac[n][2] = ac[n][3] = 0.0f;
+  const int dl0 = warp * (kDV / 8);
+#pragma unroll 4
+  for (int ks = 0; ks < 16; ++ks) {
+    if (ks * 16 < npw) {
+      const uint4 pv = *reinterpret_cast<const uint4*>(smem + Ly::kP + (ks * 32 + lane) * 16);
+      const uint32_t pf[4] = {pv.x, pv.y, pv.z, pv.w};
+#pragma unroll
+      for (int n = 0; n < kNt; ++n) {
+        const int d = dl0 + n * 8 + gq;
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int i = ks * 16 + 2 * tq + (u & 1) + (u >> 1) * 8;
+          v[u] = lds_f(sbase + Ly::kV + i * kRv + (((d >> 2) ^ (i & 7)) << 4) + (d & 3) * 4);
+        }
+        mma_bf16_16816(ac[n], pf, pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
+      }
+    }
+  }
+  const bool has[2] = {np0 > 0, np1 > 0};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (!has[r]) continue;
+    const int64_t idx = orow[r] * a.n_chunks + c;
+#pragma unroll
+    for (int n = 0; n < kNt; ++n)
+      *reinterpret_cast<float2*>(a.part_acc + idx * HD + dz * kDV + dl0 + n * 8 + 2 * tq) =
+          make_float2(ac[n][2 * r], ac[n][2 * r + 1]);
+  }
+  if (warp == 0 && dz == 0) {
+    // l_c: lane j sums positions p mod 8 in {2j, 2j + 1} in increasing p, then the quad tree.
+    float sum[2] = {0.0f, 0.0f};
+#pragma unroll 8
+    for (int jt = 0; jt < 32; ++jt) {
+      if (jt * 8 < npw) {
+        const float4 e4 = *reinterpret_cast<const float4*>(smem + Ly::kE + (jt * 32 + lane) * 16);
+        sum[0] = __fadd_rn(sum[0], e4.x);
+        sum[0] = __fadd_rn(sum[0], e4.y);
+        sum[1] = __fadd_rn(sum[1], e4.z);
+        sum[1] = __fadd_rn(sum[1], e4.w);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      sum[r] = __fadd_rn(sum[r], __shfl_xor_sync(0xffffffffu, sum[r], 1));
+      sum[r] = __fadd_rn(sum[r], __shfl_xor_sync(0xffffffffu, sum[r], 2));
+      if (has[r] && tq == 0) {
+        const int64_t idx = orow[r] * a.n_chunks + c;
+        a.part_ml[idx * 2] = mx[r];
+        a.part_ml[idx * 2 + 1] = sum[r];
+      }
+    }
+  }
+  __syncthreads();  // shared memory is reused by a following run_decode
+}
+
+// Decode launch: block (c, (rb * n_kv_heads + kh) * DS + dz), rows [rb R, rb R + R), R G <= 16.
+template <int HD, int DS>
+__global__ void __launch_bounds__(256, 1) attn_decode(AttnArgs a) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int c = blockIdx.x, dz = blockIdx.y % DS, y = blockIdx.y / DS;
+  const int rb = y / a.n_kv_heads, kh = y % a.n_kv_heads;
+  const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
+  int tmax = t0;
+  for (int r = 1; r < nr; ++r)
+    if (a.n_keys[t0 + r] > a.n_keys[tmax]) tmax = t0 + r;
+  if (a.n_keys[tmax] <= c * kChunk) return;
+  int tref;
+  if (rows_share(a, t0, nr, tref)) {
+    run_decode<HD, DS>(smem, a, t0, nr, kh, tref, c, dz);
+  } else {
+    for (int r = 0; r < nr; ++r)
+      if (a.n_keys[t0 + r] > c * kChunk) run_decode<HD, DS>(smem, a, t0 + r, 1, kh, t0 + r, c, dz);
+  }
+}
+
+}  // namespace
+
+template <int HD>
+void launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override) {
+  // One 16-row tile per block, the chunk spread over the block's 8 warps.
+  const int rmax = 16 / a.group;
+  a.rows = rows_override > 0 ? std::min(rows_override, rmax) : rmax;
+  const int64_t nrb = (T + a.rows - 1) / a.rows;
+  const int64_t blocks = nrb * a.n_kv_heads * a.n_chunks;
+  // Too few blocks for the multiprocessors: split the value columns in two.
+  const bool ds2 = HD == 128 && (path_override == 4 || (path_override != 5 && blocks * 2 <= sm_count()));
+  if constexpr (HD == 128) {
+    if (ds2) {
+      constexpr int kSmem = DecLayout<HD, 2>::kBytes;
+      allow_smem<attn_decode<HD, 2>>(kSmem);
+      const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads * 2));
+      launch("attn_decode", attn_decode<HD, 2>, grid, 256, kSmem, a);
+    }
+  }
+  if (!ds2) {
+    constexpr int kSmem = DecLayout<HD, 1>::kBytes;
+    allow_smem<attn_decode<HD, 1>>(kSmem);
+    const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
+    launch("attn_decode", attn_decode<HD, 1>, grid, 256, kSmem, a);
+  }
+}
+
+template void launch_decode<64>(AttnArgs&, int64_t, int, int);
+template void launch_decode<128>(AttnArgs&, int64_t, int, int);
+
+}  // namespace lockstep::kernels::cuda::attn

@@ -1,0 +1,184 @@
+// Shared pieces of the GPU attention kernels: attention.cu (the split and walk launches, the
+// merge, the launch choice) and attention_decode.cu (the decode kernel). The schedule they all
+// follow is stated at the top of attention.cu.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma.cuh"
+
+namespace lockstep::kernels::cuda::attn {
+
+using namespace detail;
+
+constexpr int kChunk = static_cast<int>(kAttentionChunk);
+constexpr int kMaxGroup = 16;     // query heads per KV head supported
+constexpr int kSubFloats = 4096;  // floats per staged sub-tile (16 KiB FP32, 8 KiB BF16)
+constexpr int kSplitWarps = 8;
+constexpr int kSplitMaxT = 64;    // T at or below which more than one chunk takes the split launch
+
+// The chunk geometry of one head_dim.
+template <int HD>
+struct Geo {
+  static constexpr int kSub = kSubFloats / HD;       // positions per sub-tile: 64, 32, 16
+  static constexpr int kSpc = kChunk / kSub;         // sub-tiles per chunk and operand: 4, 8, 16
+  static constexpr int kDh = HD < 128 ? HD : 128;    // head_dim columns per P.V pass
+  static constexpr int kPasses = HD / kDh;           // 1, 1, 2 (values staged once per pass)
+  static constexpr int kNst = kSpc * (1 + kPasses);  // sub-tiles per chunk: keys, then values
+  static constexpr int kKt = HD / 16;                // k-steps of q . k
+  static constexpr int kNts = kSub / 8;              // 8-position score tiles per sub-tile
+  static constexpr int kRowBytes = HD * 2;           // one BF16 row in shared memory
+  static constexpr int kWalkWarps = HD <= 128 ? 8 : 4;
+  static_assert(kSub % 16 == 0 && kSpc >= 4, "sub-tile geometry");
+};
+
+// Shared memory of one block (byte offsets). The FP32 staging ring has kStages slots, kStages - 1
+// sub-tiles in flight: 4 for the walk (8 warps of compute hide the rest), 8 for the split launch
+// (decode: few blocks, each must keep many bytes in flight).
+template <int HD, int NW, bool WALK>
+struct Layout {
+  static constexpr int kStages = WALK ? 4 : 8;
+  static constexpr int kThreads = NW * 32;
+  static constexpr int kStageBytes = kSubFloats * 4;
+  static constexpr int kBufBytes = kSubFloats * 2;
+  static constexpr int kStage = 0;                                  // [kStages] FP32 sub-tiles
+  static constexpr int kBuf = kStage + kStages * kStageBytes;       // [2] BF16 sub-tiles
+  static constexpr int kQ = kBuf + 2 * kBufBytes;                   // [NW * 16][HD] BF16 q
+  static constexpr int kA = kQ + NW * 16 * HD * 2;                  // walk: A, per thread
+  static constexpr int kOff = kA + (WALK ? NW * 16 * HD * 4 : 0);   // [2][256] int64 offsets
+  static constexpr int kBytes = kOff + 2 * kChunk * 8;
+  static constexpr int kPieces = kSubFloats / 4 / kThreads;         // 16-byte pieces per thread
+  static_assert(kSubFloats / 4 % kThreads == 0, "pieces per thread");
+};
+
+struct AttnArgs {
+  const float* q;
+  const int32_t* block_tables;
+  int64_t table_stride;
+  const int32_t* n_keys;
+  int T, n_heads, n_kv_heads, group, block_tokens, n_chunks;
+  int rows;  // query rows per block (rows * group <= 16 * warps)
+  const float* k;
+  const float* v;
+  float scale;
+  float* out;       // final output (merge / walk)
+  float* part_acc;  // [T][n_heads][n_chunks][HD] (split)
+  float* part_ml;   // [T][n_heads][n_chunks][2]
+};
+
+// Byte offset of 16-byte chunk c of row r in a tile of `row_bytes` rows (>= 128), XOR-swizzled
+// so the 8 rows an ldmatrix reads hit 8 different bank groups.
+__device__ __forceinline__ uint32_t swz(int r, int c, int row_bytes) {
+  return static_cast<uint32_t>(r * row_bytes + ((c ^ (r & 7)) << 4));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// f(std::integral_constant<int, 0>{}), ..., f(std::integral_constant<int, N - 1>{}) in order.
+template <typename F, int... Js>
+__device__ __forceinline__ void for_each_const(F&& f, std::integer_sequence<int, Js...>) {
+  (f(std::integral_constant<int, Js>{}), ...);
+}
+template <int N, typename F>
+__device__ __forceinline__ void for_each_const(F&& f) {
+  for_each_const(f, std::make_integer_sequence<int, N>{});
+}
+
+// Shared-memory accesses through 32-bit addresses (generic pointers cost two registers each).
+__device__ __forceinline__ float4 lds_f4(uint32_t a) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(a));
+  return v;
+}
+__device__ __forceinline__ void sts_u2(uint32_t a, uint32_t x, uint32_t y) {
+  asm volatile("st.shared.v2.b32 [%0], {%1,%2};\n" ::"r"(a), "r"(x), "r"(y));
+}
+__device__ __forceinline__ float lds_f(uint32_t a) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ void sts_f(uint32_t a, float x) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(a), "f"(x));
+}
+__device__ __forceinline__ void sts_s64(uint32_t a, int64_t x) {
+  asm volatile("st.shared.s64 [%0], %1;\n" ::"r"(a), "l"(x));
+}
+__device__ __forceinline__ int64_t lds_s64(uint32_t a) {
+  int64_t v;
+  asm volatile("ld.shared.s64 %0, [%1];\n" : "=l"(v) : "r"(a));
+  return v;
+}
+
+// The online-softmax merge of one chunk into (M, L, A), as attn_merge and the walk both do it.
+__device__ __forceinline__ void merge_weights(float M, float mc, float& Mn, float& alpha,
+                                              float& beta) {
+  Mn = fmaxf(M, mc);
+  alpha = exp_f32(__fsub_rn(M, Mn));
+  beta = exp_f32(__fsub_rn(mc, Mn));
+}
+__device__ __forceinline__ float merge_one(float X, float xc, float alpha, float beta) {
+  return __fadd_rn(__fmul_rn(X, alpha), __fmul_rn(xc, beta));
+}
+
+// Block rows [t0, t0 + nr): the row with the most keys, and whether every row's block-table
+// entries for its own keys equal that row's (then the rows share each staged key and value).
+__device__ inline bool rows_share(const AttnArgs& a, int t0, int nr, int& tref) {
+  __shared__ int shared_ok;
+  tref = t0;
+  for (int r = 1; r < nr; ++r)
+    if (a.n_keys[t0 + r] > a.n_keys[tref]) tref = t0 + r;
+  if (nr <= 1) return true;
+  if (threadIdx.x == 0) shared_ok = 1;
+  __syncthreads();
+  const int bt = a.block_tokens;
+  for (int r = 0; r < nr; ++r) {
+    const int nb = (a.n_keys[t0 + r] + bt - 1) / bt;
+    for (int b = threadIdx.x; b < nb; b += blockDim.x)
+      if (a.block_tables[(t0 + r) * a.table_stride + b] != a.block_tables[tref * a.table_stride + b])
+        shared_ok = 0;
+  }
+  __syncthreads();
+  const bool ok = shared_ok != 0;
+  __syncthreads();  // shared_ok is read by all before anyone may reuse it
+  return ok;
+}
+
+__host__ __device__ inline int chunks_of(int n_keys) { return (n_keys + kChunk - 1) / kChunk; }
+
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    check(cudaGetDevice(&dev), "attention: get device");
+    check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "attention: SM count");
+    return v > 0 ? v : 1;
+  }();
+  return n;
+}
+
+template <auto Kernel>
+void allow_smem(int bytes) {
+  static const bool done = [&] {
+    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "attention: set shared memory limit");
+    return true;
+  }();
+  (void)done;
+}
+
+// The decode launch (attention_decode.cu), head_dim 64 or 128: chunk partials into a.part_acc /
+// a.part_ml for attention.cu's merge; sets a.rows.
+template <int HD>
+void launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override);
+
+}  // namespace lockstep::kernels::cuda::attn
