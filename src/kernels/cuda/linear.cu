@@ -29,9 +29,7 @@
 // - linear_multi: weights that share x and S run in one launch (up to kMaxOuts): the blocks along
 //   grid x are cut into each weight's row blocks in turn, and a block runs the one-weight code on
 //   its weight (Outs / pick). Only addresses differ; every y keeps its separate linear()'s bits.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/linear_internal.cuh"
 
 #include <algorithm>
 #include <string>
@@ -41,12 +39,8 @@ namespace lockstep::kernels::cuda {
 namespace {
 
 using namespace detail;
+using namespace lin;
 
-// Byte offset of 16-byte chunk c of row r in a tile whose rows are `row_bytes` long, XOR-swizzled
-// so the 8 rows an ldmatrix reads hit 8 different bank groups.
-__device__ __forceinline__ uint32_t swz(int r, int c, int row_bytes) {
-  return static_cast<uint32_t>(r * row_bytes + ((c ^ (r & 7)) << 4));
-}
 
 // --- x to bf16 ------------------------------------------------------------------------------------
 __global__ void to_bf16_kernel(const float* __restrict__ x, uint32_t* __restrict__ out, int64_t n2) {
@@ -59,52 +53,6 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, uint32_t* __restrict
   }
 }
 
-// --- the fixed split of K -----------------------------------------------------------------------
-// S(N, K) pieces of Ks = ceil(K / 16 / S) * 16 k each (piece s: [s Ks, min(K, (s+1) Ks))), each
-// with its own accumulator, summed in piece order at the end: ((a0 + a1) + a2) + a3. Chosen only
-// from the weight's shape, so small-N layers get enough independent MMA chains to stream their
-// weights at decode; every kernel below uses the same pieces for a given (N, K).
-int split_count(int64_t N, int64_t K) {
-  const int64_t tiles = (N + 15) / 16;
-  int S = tiles >= 1024 ? 1 : (tiles >= 512 ? 2 : 4);
-  while (S > 1 && K < 256 * S) S /= 2;
-  return S;
-}
-int split_len(int64_t K, int S) { return static_cast<int>((K / 16 + S - 1) / S * 16); }
-
-// --- the weights of one launch -------------------------------------------------------------------
-// A launch covers up to kMaxOuts weights that share x (so K) and S: the blocks along grid x are
-// the first weight's row blocks, then the second's, ... (end[i] = blocks of weights 0..i). A block
-// finds its weight and then runs exactly the one-weight code on it: only addresses change, never
-// the K walk, so every y is bitwise what a separate linear() of its weight gives.
-constexpr int kMaxOuts = 4;
-struct Outs {
-  const uint16_t* w[kMaxOuts];
-  const float* bias[kMaxOuts];
-  float* y[kMaxOuts];
-  int N[kMaxOuts];
-  int end[kMaxOuts];
-  int n;
-};
-struct Out1 {
-  const uint16_t* w;
-  const float* bias;
-  float* y;
-  int N;
-  int bx;  // the block's index among its weight's row blocks
-};
-// MULTI = false: the launch has one weight (linear()), read straight from the parameters.
-template <bool MULTI>
-__device__ __forceinline__ Out1 pick(const Outs& o) {
-  Out1 r{o.w[0], o.bias[0], o.y[0], o.N[0], static_cast<int>(blockIdx.x)};
-  if constexpr (MULTI) {
-#pragma unroll
-    for (int i = 1; i < kMaxOuts; ++i)
-      if (i < o.n && static_cast<int>(blockIdx.x) >= o.end[i - 1])
-        r = Out1{o.w[i], o.bias[i], o.y[i], o.N[i], static_cast<int>(blockIdx.x) - o.end[i - 1]};
-  }
-  return r;
-}
 
 // --- skinny: M <= 64 ------------------------------------------------------------------------------
 // Block: S pieces x WR warps; warp (piece p, r) owns weight rows [16 r, 16 r + 16) of the block's
@@ -331,211 +279,8 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF>::kThreads)
   }
 }
 
-// --- tiled: M > 64 --------------------------------------------------------------------------------
-// Block: BN weight rows x BM tokens, warps of WN x WM, 64 k per stage. The k chunks follow the
-// pieces: piece p is walked in chunks of 64 k starting at p Ks (the last chunk of a piece may hold
-// fewer 16-k steps; none is zero-padded), and when a piece's last chunk is done its accumulator is
-// flushed into y in piece order: piece 0 stores, piece p > 0 stores y + a_p (one FP32 add), the
-// last piece then adds the bias. Each element is read and written by the one thread that owns it,
-// so y holds exactly ((a0 + a1) + a2) + a3 (+ bias), the skinny kernel's merge, and only one
-// accumulator set is live.
-constexpr int kTBK = 64;
-constexpr int kTRowBytes = kTBK * 2;  // 128 B
 
-template <int BN, int BM, int WN, int WM, int STAGES, int MINB>
-struct Tiled {
-  static constexpr int kWarpsN = BN / WN, kWarpsM = BM / WM;
-  static constexpr int kThreads = kWarpsN * kWarpsM * 32;
-  static constexpr int kStageBytes = (BN + BM) * kTRowBytes;
-  static constexpr int kSmem = STAGES * kStageBytes;
-  static constexpr int kIA = WN / 16;  // A fragments (16 weight rows) per warp
-  static constexpr int kJB = WM / 8;   // n8 token tiles per warp
-  static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile");
-  static_assert((BN * 8) % kThreads == 0 && (BM * 8) % kThreads == 0, "load split");
-};
 
-template <int BN, int BM, int WN, int WM, int STAGES, int MINB, bool MULTI>
-__global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads, MINB)
-    linear_tiled(const __grid_constant__ Outs outs, const uint16_t* __restrict__ x, int M, int K,
-                 int Ks, int S) {
-  using C = Tiled<BN, BM, WN, WM, STAGES, MINB>;
-  constexpr int IA = C::kIA, JB = C::kJB;
-  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
-  pdl_wait();
-  extern __shared__ __align__(128) uint8_t smem[];
-  const Out1 o = pick<MULTI>(outs);
-  const uint16_t* __restrict__ w = o.w;
-  const float* __restrict__ bias = o.bias;
-  float* __restrict__ y = o.y;
-  const int N = o.N;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wn = warp % C::kWarpsN, wm = warp / C::kWarpsN;
-  const int n0 = o.bx * BN, m0 = blockIdx.y * BM;
-  const int nkp = (Ks + kTBK - 1) / kTBK;  // chunks per piece
-  const int nk = S * nkp;
-  const uint32_t base = smem_addr(smem);
-
-  auto load = [&](int stage, int chunk) {
-    const uint32_t ws = base + stage * C::kStageBytes;
-    const uint32_t xs = ws + BN * kTRowBytes;
-    const int p = chunk / nkp;
-    const int k0 = p * Ks + (chunk - p * nkp) * kTBK;
-    const int kend = min(K, p * Ks + Ks);
-#pragma unroll
-    for (int i = 0; i < BN * 8 / C::kThreads; ++i) {
-      const int idx = tid + C::kThreads * i, r = idx >> 3, c = idx & 7;
-      const int gk = k0 + c * 8;
-      const bool ok = (n0 + r < N) && (gk < kend);
-      cp_async16(ws + swz(r, c, kTRowBytes), ok ? w + static_cast<int64_t>(n0 + r) * K + gk : w, ok);
-    }
-#pragma unroll
-    for (int i = 0; i < BM * 8 / C::kThreads; ++i) {
-      const int idx = tid + C::kThreads * i, r = idx >> 3, c = idx & 7;
-      const int gk = k0 + c * 8;
-      const bool ok = (m0 + r < M) && (gk < kend);
-      cp_async16(xs + swz(r, c, kTRowBytes), ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x, ok);
-    }
-  };
-
-  float acc[IA][JB][4];
-#pragma unroll
-  for (int i = 0; i < IA; ++i)
-#pragma unroll
-    for (int j = 0; j < JB; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
-
-  const int g = lane >> 2, t = lane & 3;
-  // Piece p done: y = a_0 (p = 0) or y + a_p; + bias after the last piece; acc = 0.
-  auto flush = [&](int p) {
-    // N and M through an opaque move, so the compiler cannot hoist this epilogue's addresses out
-    // of the k loop (they would hold registers for the whole walk and spill).
-    int Nf, Mf;
-    asm volatile("mov.b32 %0, %1;" : "=r"(Nf) : "r"(N));
-    asm volatile("mov.b32 %0, %1;" : "=r"(Mf) : "r"(M));
-    const int nb = n0 + wn * WN + g, mb = m0 + wm * WM + 2 * t;
-    // All loads of y first (acc = y + a_p), then all stores: a load placed after a store that
-    // might alias it (the compiler cannot tell, with N opaque) would wait a full L2 round trip
-    // per element.
-    if (p > 0) {
-#pragma unroll
-      for (int i = 0; i < IA; ++i)
-#pragma unroll
-        for (int j = 0; j < JB; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int n = nb + i * 16 + (e >> 1) * 8, m = mb + j * 8 + (e & 1);
-            if (n < Nf && m < Mf)
-              acc[i][j][e] = __fadd_rn(y[static_cast<int64_t>(m) * Nf + n], acc[i][j][e]);
-          }
-    }
-#pragma unroll
-    for (int i = 0; i < IA; ++i)
-#pragma unroll
-      for (int j = 0; j < JB; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int n = nb + i * 16 + (e >> 1) * 8, m = mb + j * 8 + (e & 1);
-          if (n < Nf && m < Mf) {
-            float v = acc[i][j][e];
-            if (p == S - 1 && bias) v = __fadd_rn(v, bias[n]);
-            y[static_cast<int64_t>(m) * Nf + n] = v;
-          }
-          acc[i][j][e] = 0.0f;
-        }
-  };
-
-  auto step = [&](uint32_t ws, uint32_t xs, int s) {
-    uint32_t a[IA][4], b[JB / 2][4];
-#pragma unroll
-    for (int i = 0; i < IA; ++i) {
-      const int r = wn * WN + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-      ldmatrix_x4(a[i], ws + swz(r, s * 2 + (lane >> 4), kTRowBytes));
-    }
-#pragma unroll
-    for (int jj = 0; jj < JB / 2; ++jj) {
-      const int r = wm * WM + jj * 16 + (lane & 7) + (lane >> 4) * 8;
-      ldmatrix_x4(b[jj], xs + swz(r, s * 2 + ((lane >> 3) & 1), kTRowBytes));
-    }
-#pragma unroll
-    for (int i = 0; i < IA; ++i)
-#pragma unroll
-      for (int j = 0; j < JB; ++j)
-        mma_bf16_16816(acc[i][j], a[i], b[j >> 1][(j & 1) * 2], b[j >> 1][(j & 1) * 2 + 1]);
-  };
-
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < nk) load(s, s);
-    cp_async_commit();
-  }
-  int p = 0, cc = 0;  // piece and chunk within it of chunk kc
-  for (int kc = 0; kc < nk; ++kc) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    {
-      const int next = kc + STAGES - 1;
-      if (next < nk) load(next % STAGES, next);
-      cp_async_commit();
-    }
-    const uint32_t ws = base + (kc % STAGES) * C::kStageBytes;
-    const uint32_t xs = ws + BN * kTRowBytes;
-    const int k0 = p * Ks + cc * kTBK;
-    const int steps = max(0, min(kTBK, min(K, p * Ks + Ks) - k0)) / 16;
-    if (steps == kTBK / 16) {
-#pragma unroll
-      for (int s = 0; s < kTBK / 16; ++s) step(ws, xs, s);
-    } else {
-#pragma unroll 1
-      for (int s = 0; s < steps; ++s) step(ws, xs, s);
-    }
-    if (++cc == nkp) {
-      flush(p);
-      ++p, cc = 0;
-    }
-  }
-  cp_async_wait<0>();
-}
-
-// The tile configurations (all walk K alike; the choice is free).
-using TileBig = Tiled<128, 256, 64, 64, 4, 1>;    // 8 warps of 64 x 64, 192 KiB
-using TileMid = Tiled<128, 128, 64, 32, 4, 1>;    // 8 warps of 64 x 32, 128 KiB
-using TileSmall = Tiled<64, 64, 32, 32, 4, 3>;    // 4 warps of 32 x 32, 64 KiB, 3 blocks per SM
-
-int tile_override = 0;  // testing::set_linear_tile_override
-
-// Raises a kernel's dynamic shared-memory limit, once per kernel (the static lives in each
-// instantiation of this template, one per kernel).
-template <auto Kernel>
-void allow_smem(int bytes) {
-  static const bool done = [&] {
-    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-          "linear: set shared memory limit");
-    return true;
-  }();
-  (void)done;
-}
-
-// One launch's weights (all with the same K and S): the table the kernels read, with the block
-// ends filled in for `rows` weight rows per block.
-struct Group {
-  Outs o{};
-  int total_n = 0;  // the weights' rows together
-  void add(const uint16_t* w, const float* bias, float* y, int N) {
-    o.w[o.n] = w, o.bias[o.n] = bias, o.y[o.n] = y, o.N[o.n] = N;
-    ++o.n;
-    total_n += N;
-  }
-  int blocks(int rows) const {  // along grid x
-    int b = 0;
-    for (int i = 0; i < o.n; ++i) b += (o.N[i] + rows - 1) / rows;
-    return b;
-  }
-  Outs table(int rows) const {
-    Outs t = o;
-    int b = 0;
-    for (int i = 0; i < o.n; ++i) t.end[i] = b += (o.N[i] + rows - 1) / rows;
-    return t;
-  }
-};
 
 int smem_optin() {
   static const int n = [] {
@@ -650,7 +395,6 @@ bool launch_small_cfg(int c, const Group& g, const float* x, int M, int K, int S
 int skinny_override = 0;  // testing::set_linear_skinny_override (0: the rule below)
 int skinny_last = 0;      // testing::linear_skinny_config_used
 
-int sm_count();
 
 // The rule, from the launch's weight rows N (all its weights together), K, M and S alone, fit to
 // the sweep's times at M = 1, 4, 16 (each pick within 3% of that shape's best config):
@@ -687,48 +431,6 @@ void launch_small(const Group& g, const float* x, int M, int K, int S) {
     if (!go(c)) fail("CUDA linear: the skinny kernel's shared memory does not fit this device");
   }
   skinny_last = c + 1;
-}
-
-template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB, bool MULTI>
-void launch_tiled3(const Group& g, const uint16_t* x, int M, int K, int Ks, int S) {
-  constexpr auto kernel = linear_tiled<BN, BM, WN, WM, STAGES, MINB, MULTI>;
-  allow_smem<kernel>(C::kSmem);
-  const dim3 grid(g.blocks(BN), (M + BM - 1) / BM);
-  launch("linear (tiled kernel)", kernel, grid, C::kThreads, C::kSmem, g.table(BN), x, M, K, Ks, S);
-}
-
-template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB>
-void launch_tiled_cfg(const Group& g, const uint16_t* x, int M, int K, int Ks, int S) {
-  if (g.o.n > 1) launch_tiled3<C, BN, BM, WN, WM, STAGES, MINB, true>(g, x, M, K, Ks, S);
-  else launch_tiled3<C, BN, BM, WN, WM, STAGES, MINB, false>(g, x, M, K, Ks, S);
-}
-
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    check(cudaGetDevice(&dev), "linear: get device");
-    check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "linear: SM count");
-    return v > 0 ? v : 1;
-  }();
-  return n;
-}
-
-// The largest tile that still gives about one block per multiprocessor (a free choice: every
-// configuration gives the same bits).
-void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S) {
-  const int Ks = split_len(K, S);
-  auto blocks = [&](int bn, int bm) {
-    return static_cast<int64_t>(g.blocks(bn)) * ((M + bm - 1) / bm);
-  };
-  const int64_t want = sm_count() * 9 / 10;
-  int pick = tile_override;
-  if (pick == 0) pick = blocks(128, 256) >= want ? 1 : (blocks(128, 128) >= want ? 2 : 3);
-  if (pick == 1)
-    launch_tiled_cfg<TileBig, 128, 256, 64, 64, 4, 1>(g, x, M, K, Ks, S);
-  else if (pick == 2)
-    launch_tiled_cfg<TileMid, 128, 128, 64, 32, 4, 1>(g, x, M, K, Ks, S);
-  else
-    launch_tiled_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(g, x, M, K, Ks, S);
 }
 
 // Checks a weight for the kernels above (N, K within int; BF16, 16-byte aligned).
@@ -812,7 +514,6 @@ void linear_multi(const float* x, int64_t M, const LinearOut* outs, int64_t n) {
 }
 
 namespace testing {
-void set_linear_tile_override(int tile) { tile_override = tile; }
 int set_linear_skinny_override(int config) {
   skinny_override = config;
   return kSkN;

@@ -1,0 +1,117 @@
+// Shared pieces of the CUDA linear kernels: linear.cu (the skinny kernels, groups, the entry
+// points) and linear_tiled.cu (the tiled M > 64 kernels). The schedule they all follow is stated
+// at the top of linear.cu.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma.cuh"
+
+namespace lockstep::kernels::cuda::lin {
+
+using namespace detail;
+
+// --- the fixed split of K -----------------------------------------------------------------------
+// S(N, K) pieces of Ks = ceil(K / 16 / S) * 16 k each (piece s: [s Ks, min(K, (s+1) Ks))), each
+// with its own accumulator, summed in piece order at the end: ((a0 + a1) + a2) + a3. Chosen only
+// from the weight's shape, so small-N layers get enough independent MMA chains to stream their
+// weights at decode; every kernel below uses the same pieces for a given (N, K).
+inline int split_count(int64_t N, int64_t K) {
+  const int64_t tiles = (N + 15) / 16;
+  int S = tiles >= 1024 ? 1 : (tiles >= 512 ? 2 : 4);
+  while (S > 1 && K < 256 * S) S /= 2;
+  return S;
+}
+inline int split_len(int64_t K, int S) { return static_cast<int>((K / 16 + S - 1) / S * 16); }
+
+// Byte offset of 16-byte chunk c of row r in a tile whose rows are `row_bytes` long, XOR-swizzled
+// so the 8 rows an ldmatrix reads hit 8 different bank groups.
+__device__ __forceinline__ uint32_t swz(int r, int c, int row_bytes) {
+  return static_cast<uint32_t>(r * row_bytes + ((c ^ (r & 7)) << 4));
+}
+
+// --- the weights of one launch -------------------------------------------------------------------
+// A launch covers up to kMaxOuts weights that share x (so K) and S: the blocks along grid x are
+// the first weight's row blocks, then the second's, ... (end[i] = blocks of weights 0..i). A block
+// finds its weight and then runs exactly the one-weight code on it: only addresses change, never
+// the K walk, so every y is bitwise what a separate linear() of its weight gives.
+constexpr int kMaxOuts = 4;
+struct Outs {
+  const uint16_t* w[kMaxOuts];
+  const float* bias[kMaxOuts];
+  float* y[kMaxOuts];
+  int N[kMaxOuts];
+  int end[kMaxOuts];
+  int n;
+};
+struct Out1 {
+  const uint16_t* w;
+  const float* bias;
+  float* y;
+  int N;
+  int bx;  // the block's index among its weight's row blocks
+};
+// MULTI = false: the launch has one weight (linear()), read straight from the parameters.
+template <bool MULTI>
+__device__ __forceinline__ Out1 pick(const Outs& o) {
+  Out1 r{o.w[0], o.bias[0], o.y[0], o.N[0], static_cast<int>(blockIdx.x)};
+  if constexpr (MULTI) {
+#pragma unroll
+    for (int i = 1; i < kMaxOuts; ++i)
+      if (i < o.n && static_cast<int>(blockIdx.x) >= o.end[i - 1])
+        r = Out1{o.w[i], o.bias[i], o.y[i], o.N[i], static_cast<int>(blockIdx.x) - o.end[i - 1]};
+  }
+  return r;
+}
+
+// Raises a kernel's dynamic shared-memory limit, once per kernel (the static lives in each
+// instantiation of this template, one per kernel).
+template <auto Kernel>
+void allow_smem(int bytes) {
+  static const bool done = [&] {
+    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+          "linear: set shared memory limit");
+    return true;
+  }();
+  (void)done;
+}
+
+// One launch's weights (all with the same K and S): the table the kernels read, with the block
+// ends filled in for `rows` weight rows per block.
+struct Group {
+  Outs o{};
+  int total_n = 0;  // the weights' rows together
+  void add(const uint16_t* w, const float* bias, float* y, int N) {
+    o.w[o.n] = w, o.bias[o.n] = bias, o.y[o.n] = y, o.N[o.n] = N;
+    ++o.n;
+    total_n += N;
+  }
+  int blocks(int rows) const {  // along grid x
+    int b = 0;
+    for (int i = 0; i < o.n; ++i) b += (o.N[i] + rows - 1) / rows;
+    return b;
+  }
+  Outs table(int rows) const {
+    Outs t = o;
+    int b = 0;
+    for (int i = 0; i < o.n; ++i) t.end[i] = b += (o.N[i] + rows - 1) / rows;
+    return t;
+  }
+};
+
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    check(cudaGetDevice(&dev), "linear: get device");
+    check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "linear: SM count");
+    return v > 0 ? v : 1;
+  }();
+  return n;
+}
+
+// The tiled kernels (linear_tiled.cu): one group against bf16 x, M > 64, split count S.
+void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S);
+
+}  // namespace lockstep::kernels::cuda::lin

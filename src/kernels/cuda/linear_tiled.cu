@@ -1,0 +1,220 @@
+// linear (cuda_ops.h), the tiled kernels for M > 64 (prefill and mid-size batches): the same
+// K walk as every other linear kernel (linear.cu states it).
+#include "kernels/cuda/linear_internal.cuh"
+
+namespace lockstep::kernels::cuda {
+namespace lin {
+namespace {
+
+// --- tiled: M > 64 --------------------------------------------------------------------------------
+// Block: BN weight rows x BM tokens, warps of WN x WM, 64 k per stage. The k chunks follow the
+// pieces: piece p is walked in chunks of 64 k starting at p Ks (the last chunk of a piece may hold
+// fewer 16-k steps; none is zero-padded), and when a piece's last chunk is done its accumulator is
+// flushed into y in piece order: piece 0 stores, piece p > 0 stores y + a_p (one FP32 add), the
+// last piece then adds the bias. Each element is read and written by the one thread that owns it,
+// so y holds exactly ((a0 + a1) + a2) + a3 (+ bias), the skinny kernel's merge, and only one
+// accumulator set is live.
+constexpr int kTBK = 64;
+constexpr int kTRowBytes = kTBK * 2;  // 128 B
+
+template <int BN, int BM, int WN, int WM, int STAGES, int MINB>
+struct Tiled {
+  static constexpr int kWarpsN = BN / WN, kWarpsM = BM / WM;
+  static constexpr int kThreads = kWarpsN * kWarpsM * 32;
+  static constexpr int kStageBytes = (BN + BM) * kTRowBytes;
+  static constexpr int kSmem = STAGES * kStageBytes;
+  static constexpr int kIA = WN / 16;  // A fragments (16 weight rows) per warp
+  static constexpr int kJB = WM / 8;   // n8 token tiles per warp
+  static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tile");
+  static_assert((BN * 8) % kThreads == 0 && (BM * 8) % kThreads == 0, "load split");
+};
+
+template <int BN, int BM, int WN, int WM, int STAGES, int MINB, bool MULTI>
+__global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads, MINB)
+    linear_tiled(const __grid_constant__ Outs outs, const uint16_t* __restrict__ x, int M, int K,
+                 int Ks, int S) {
+  using C = Tiled<BN, BM, WN, WM, STAGES, MINB>;
+  constexpr int IA = C::kIA, JB = C::kJB;
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  extern __shared__ __align__(128) uint8_t smem[];
+  const Out1 o = pick<MULTI>(outs);
+  const uint16_t* __restrict__ w = o.w;
+  const float* __restrict__ bias = o.bias;
+  float* __restrict__ y = o.y;
+  const int N = o.N;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wn = warp % C::kWarpsN, wm = warp / C::kWarpsN;
+  const int n0 = o.bx * BN, m0 = blockIdx.y * BM;
+  const int nkp = (Ks + kTBK - 1) / kTBK;  // chunks per piece
+  const int nk = S * nkp;
+  const uint32_t base = smem_addr(smem);
+
+  auto load = [&](int stage, int chunk) {
+    const uint32_t ws = base + stage * C::kStageBytes;
+    const uint32_t xs = ws + BN * kTRowBytes;
+    const int p = chunk / nkp;
+    const int k0 = p * Ks + (chunk - p * nkp) * kTBK;
+    const int kend = min(K, p * Ks + Ks);
+#pragma unroll
+    for (int i = 0; i < BN * 8 / C::kThreads; ++i) {
+      const int idx = tid + C::kThreads * i, r = idx >> 3, c = idx & 7;
+      const int gk = k0 + c * 8;
+      const bool ok = (n0 + r < N) && (gk < kend);
+      cp_async16(ws + swz(r, c, kTRowBytes), ok ? w + static_cast<int64_t>(n0 + r) * K + gk : w, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < BM * 8 / C::kThreads; ++i) {
+      const int idx = tid + C::kThreads * i, r = idx >> 3, c = idx & 7;
+      const int gk = k0 + c * 8;
+      const bool ok = (m0 + r < M) && (gk < kend);
+      cp_async16(xs + swz(r, c, kTRowBytes), ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x, ok);
+    }
+  };
+
+  float acc[IA][JB][4];
+#pragma unroll
+  for (int i = 0; i < IA; ++i)
+#pragma unroll
+    for (int j = 0; j < JB; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+
+  const int g = lane >> 2, t = lane & 3;
+  // Piece p done: y = a_0 (p = 0) or y + a_p; + bias after the last piece; acc = 0.
+  auto flush = [&](int p) {
+    // N and M through an opaque move, so the compiler cannot hoist this epilogue's addresses out
+    // of the k loop (they would hold registers for the whole walk and spill).
+    int Nf, Mf;
+    asm volatile("mov.b32 %0, %1;" : "=r"(Nf) : "r"(N));
+    asm volatile("mov.b32 %0, %1;" : "=r"(Mf) : "r"(M));
+    const int nb = n0 + wn * WN + g, mb = m0 + wm * WM + 2 * t;
+    // All loads of y first (acc = y + a_p), then all stores: a load placed after a store that
+    // might alias it (the compiler cannot tell, with N opaque) would wait a full L2 round trip
+    // per element.
+    if (p > 0) {
+#pragma unroll
+      for (int i = 0; i < IA; ++i)
+#pragma unroll
+        for (int j = 0; j < JB; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int n = nb + i * 16 + (e >> 1) * 8, m = mb + j * 8 + (e & 1);
+            if (n < Nf && m < Mf)
+              acc[i][j][e] = __fadd_rn(y[static_cast<int64_t>(m) * Nf + n], acc[i][j][e]);
+          }
+    }
+#pragma unroll
+    for (int i = 0; i < IA; ++i)
+#pragma unroll
+      for (int j = 0; j < JB; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = nb + i * 16 + (e >> 1) * 8, m = mb + j * 8 + (e & 1);
+          if (n < Nf && m < Mf) {
+            float v = acc[i][j][e];
+            if (p == S - 1 && bias) v = __fadd_rn(v, bias[n]);
+            y[static_cast<int64_t>(m) * Nf + n] = v;
+          }
+          acc[i][j][e] = 0.0f;
+        }
+  };
+
+  auto step = [&](uint32_t ws, uint32_t xs, int s) {
+    uint32_t a[IA][4], b[JB / 2][4];
+#pragma unroll
+    for (int i = 0; i < IA; ++i) {
+      const int r = wn * WN + i * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      ldmatrix_x4(a[i], ws + swz(r, s * 2 + (lane >> 4), kTRowBytes));
+    }
+#pragma unroll
+    for (int jj = 0; jj < JB / 2; ++jj) {
+      const int r = wm * WM + jj * 16 + (lane & 7) + (lane >> 4) * 8;
+      ldmatrix_x4(b[jj], xs + swz(r, s * 2 + ((lane >> 3) & 1), kTRowBytes));
+    }
+#pragma unroll
+    for (int i = 0; i < IA; ++i)
+#pragma unroll
+      for (int j = 0; j < JB; ++j)
+        mma_bf16_16816(acc[i][j], a[i], b[j >> 1][(j & 1) * 2], b[j >> 1][(j & 1) * 2 + 1]);
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < nk) load(s, s);
+    cp_async_commit();
+  }
+  int p = 0, cc = 0;  // piece and chunk within it of chunk kc
+  for (int kc = 0; kc < nk; ++kc) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int next = kc + STAGES - 1;
+      if (next < nk) load(next % STAGES, next);
+      cp_async_commit();
+    }
+    const uint32_t ws = base + (kc % STAGES) * C::kStageBytes;
+    const uint32_t xs = ws + BN * kTRowBytes;
+    const int k0 = p * Ks + cc * kTBK;
+    const int steps = max(0, min(kTBK, min(K, p * Ks + Ks) - k0)) / 16;
+    if (steps == kTBK / 16) {
+#pragma unroll
+      for (int s = 0; s < kTBK / 16; ++s) step(ws, xs, s);
+    } else {
+#pragma unroll 1
+      for (int s = 0; s < steps; ++s) step(ws, xs, s);
+    }
+    if (++cc == nkp) {
+      flush(p);
+      ++p, cc = 0;
+    }
+  }
+  cp_async_wait<0>();
+}
+
+// The tile configurations (all walk K alike; the choice is free).
+using TileBig = Tiled<128, 256, 64, 64, 4, 1>;    // 8 warps of 64 x 64, 192 KiB
+using TileMid = Tiled<128, 128, 64, 32, 4, 1>;    // 8 warps of 64 x 32, 128 KiB
+using TileSmall = Tiled<64, 64, 32, 32, 4, 3>;    // 4 warps of 32 x 32, 64 KiB, 3 blocks per SM
+
+int tile_override = 0;  // testing::set_linear_tile_override
+
+template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB, bool MULTI>
+void launch_tiled3(const Group& g, const uint16_t* x, int M, int K, int Ks, int S) {
+  constexpr auto kernel = linear_tiled<BN, BM, WN, WM, STAGES, MINB, MULTI>;
+  allow_smem<kernel>(C::kSmem);
+  const dim3 grid(g.blocks(BN), (M + BM - 1) / BM);
+  launch("linear (tiled kernel)", kernel, grid, C::kThreads, C::kSmem, g.table(BN), x, M, K, Ks, S);
+}
+
+template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB>
+void launch_tiled_cfg(const Group& g, const uint16_t* x, int M, int K, int Ks, int S) {
+  if (g.o.n > 1) launch_tiled3<C, BN, BM, WN, WM, STAGES, MINB, true>(g, x, M, K, Ks, S);
+  else launch_tiled3<C, BN, BM, WN, WM, STAGES, MINB, false>(g, x, M, K, Ks, S);
+}
+
+}  // namespace
+
+// The largest tile that still gives about one block per multiprocessor (a free choice: every
+// configuration gives the same bits).
+void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S) {
+  const int Ks = split_len(K, S);
+  auto blocks = [&](int bn, int bm) {
+    return static_cast<int64_t>(g.blocks(bn)) * ((M + bm - 1) / bm);
+  };
+  const int64_t want = sm_count() * 9 / 10;
+  int pick = tile_override;
+  if (pick == 0) pick = blocks(128, 256) >= want ? 1 : (blocks(128, 128) >= want ? 2 : 3);
+  if (pick == 1)
+    launch_tiled_cfg<TileBig, 128, 256, 64, 64, 4, 1>(g, x, M, K, Ks, S);
+  else if (pick == 2)
+    launch_tiled_cfg<TileMid, 128, 128, 64, 32, 4, 1>(g, x, M, K, Ks, S);
+  else
+    launch_tiled_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(g, x, M, K, Ks, S);
+}
+
+}  // namespace lin
+
+namespace testing {
+void set_linear_tile_override(int tile) { lin::tile_override = tile; }
+}  // namespace testing
+
+}  // namespace lockstep::kernels::cuda
