@@ -264,32 +264,16 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
           // Softmax pieces of the two rows: max, e = exp(score - max), the lane sums, the quad.
           float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-          for (int jt = 0; jt < 32; ++jt) {
+          for (int jt = 0; jt < 32; ++jt) scale_tile_max(S[jt], jt, tq, np0, np1, a.scale, mx);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int p = jt * 8 + 2 * tq + (e & 1);
-              const float sc = __fmul_rn(S[jt][e], a.scale);
-              S[jt][e] = sc;
-              if (p < (e < 2 ? np0 : np1)) mx[e >> 1] = fmaxf(mx[e >> 1], sc);
-            }
-          }
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          }
+          for (int r = 0; r < 2; ++r) mx[r] = quad_max(mx[r]);
           float sum[2] = {0.0f, 0.0f};
 #pragma unroll
           for (int jt = 0; jt < 32; ++jt) {
             if (jt * 8 < npw) {
+              exp_tile(S[jt], jt, tq, np0, np1, mx);
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int p = jt * 8 + 2 * tq + (e & 1);
-                float pe = 0.0f;
-                if (p < (e < 2 ? np0 : np1)) pe = exp_f32(__fsub_rn(S[jt][e], mx[e >> 1]));
-                S[jt][e] = pe;
-                sum[e >> 1] = __fadd_rn(sum[e >> 1], pe);
-              }
+              for (int e = 0; e < 4; ++e) sum[e >> 1] = __fadd_rn(sum[e >> 1], S[jt][e]);
             } else {
               S[jt][0] = S[jt][1] = S[jt][2] = S[jt][3] = 0.0f;
             }

@@ -165,19 +165,10 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
   }
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int t = 0; t < 4; ++t) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int p = (warp * 4 + t) * 8 + 2 * tq + (e & 1);
-      const float sc = __fmul_rn(S[t][e], a.scale);
-      S[t][e] = sc;
-      if (p < (e < 2 ? np0 : np1)) mx[e >> 1] = fmaxf(mx[e >> 1], sc);
-    }
-  }
+  for (int t = 0; t < 4; ++t) scale_tile_max(S[t], warp * 4 + t, tq, np0, np1, a.scale, mx);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    mx[r] = quad_max(mx[r]);
     if (tq == 0) sts_f(sbase + Ly::kMax + (warp * 16 + gq + 8 * r) * 4, mx[r]);
   }
   __syncthreads();  // warp maxima in; every warp is done with the keys (E and P reuse them)
@@ -191,17 +182,10 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
     const int jt = warp * 4 + t;
-    float pe[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (jt * 8 < npw) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int p = jt * 8 + 2 * tq + (e & 1);
-        if (p < (e < 2 ? np0 : np1)) pe[e] = exp_f32(__fsub_rn(S[t][e], mx[e >> 1]));
-      }
-    }
-    S[t][0] = pe[0], S[t][1] = pe[1], S[t][2] = pe[2], S[t][3] = pe[3];
+    if (jt * 8 < npw) exp_tile(S[t], jt, tq, np0, np1, mx);
+    else S[t][0] = S[t][1] = S[t][2] = S[t][3] = 0.0f;
     *reinterpret_cast<float4*>(smem + Ly::kE + (jt * 32 + lane) * 16) =
-        make_float4(pe[0], pe[1], pe[2], pe[3]);
+        make_float4(S[t][0], S[t][1], S[t][2], S[t][3]);
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {

@@ -120,6 +120,35 @@ __device__ __forceinline__ int64_t lds_s64(uint32_t a) {
   return v;
 }
 
+// The softmax steps of one 8-position score tile that every attention kernel takes alike (the
+// decode kernel and the walk/split kernel must agree bit for bit, so both call these). A thread
+// holds the tile's elements e = 0..3 of mma.m16n8: rows gq (e < 2) and gq + 8 (e >= 2), position
+// 8 jt + 2 tq + (e & 1); np0 / np1 are the two rows' own positions in the chunk.
+__device__ __forceinline__ int tile_pos(int jt, int tq, int e) { return jt * 8 + 2 * tq + (e & 1); }
+// score = S * scale (one FP32 multiply) in place, folded into the rows' running max over the
+// rows' own positions.
+__device__ __forceinline__ void scale_tile_max(float (&s)[4], int jt, int tq, int np0, int np1,
+                                               float scale, float (&mx)[2]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const float sc = __fmul_rn(s[e], scale);
+    s[e] = sc;
+    if (tile_pos(jt, tq, e) < (e < 2 ? np0 : np1)) mx[e >> 1] = fmaxf(mx[e >> 1], sc);
+  }
+}
+// The max over the quad of threads that share a row (lanes differing in bits 0 and 1).
+__device__ __forceinline__ float quad_max(float m) {
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+  return fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+}
+// e = exp(score - row max) in place; 0 past the row's positions.
+__device__ __forceinline__ void exp_tile(float (&s)[4], int jt, int tq, int np0, int np1,
+                                         const float (&mx)[2]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    s[e] = tile_pos(jt, tq, e) < (e < 2 ? np0 : np1) ? exp_f32(__fsub_rn(s[e], mx[e >> 1])) : 0.0f;
+}
+
 // The online-softmax merge of one chunk into (M, L, A), as attn_merge and the walk both do it.
 __device__ __forceinline__ void merge_weights(float M, float mc, float& Mn, float& alpha,
                                               float& beta) {
