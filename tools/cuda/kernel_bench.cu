@@ -403,7 +403,8 @@ void bench_attention() {
 
 // linear-prefill: the M > 64 kernels at prefill sizes, each forced in turn
 // (kc::testing::set_linear_tile_override): the mma.sync tiles' own pick (-1), the wgmma kernel's
-// pick (0) and its tiles (4: 128 x 128 tokens, 5: 128 x 192), against cuBLAS (numerics fast).
+// pick (0) and its tiles (4: 128 x 128 tokens, 5: 128 x 192; 6, 7: the same, persistent), against
+// cuBLAS (numerics fast).
 // Random weights (never zeros); weights rotated over copies > 512 MB, as in bench_linear.
 void bench_linear_prefill() {
   struct S {
@@ -418,7 +419,7 @@ void bench_linear_prefill() {
   const bool fast = kc::linear_fast_available(&why);
   if (!fast) std::printf("linear_fast (cuBLAS) unavailable: %s\n", why.c_str());
   std::printf("\n== linear-prefill: TFLOP/s (dev time, graph replay); mma.sync = tiles' pick, "
-              "wgmma = default pick, wg128/wg192 forced ==\n");
+              "wgmma = default pick, wg128/wg192 forced, then on a persistent grid ==\n");
   std::vector<uint16_t> host = host_bf16(151936LL * 4096);
   std::vector<float> hx(2048LL * 12288);
   for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(0.001 * static_cast<double>(i));
@@ -451,9 +452,10 @@ void bench_linear_prefill() {
         kc::testing::set_linear_tile_override(0);
         return 2.0 * M * s.N * s.K / t.dev / 1e12;
       };
-      std::printf("prefill %-22s M=%-5lld mma.sync %6.1f | wgmma %6.1f | wg128 %6.1f | wg192 %6.1f",
+      std::printf("prefill %-22s M=%-5lld mma.sync %6.1f | wgmma %6.1f | wg128 %6.1f | wg192 %6.1f | "
+                  "persistent wg128 %6.1f | wg192 %6.1f",
                   s.name, static_cast<long long>(M), run(-1, false), run(0, false), run(4, false),
-                  run(5, false));
+                  run(5, false), run(6, false), run(7, false));
       if (fast) std::printf(" | cuBLAS %6.1f", run(0, true));
       std::printf("  TFLOP/s\n");
     }

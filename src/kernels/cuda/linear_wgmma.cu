@@ -22,6 +22,7 @@
 // and x stay in L2.
 #include <cuda.h>  // CUtensorMap and its enums (the encoder is fetched from the driver at run time)
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -53,21 +54,13 @@ struct Maps {
   CUtensorMap x;
 };
 
-template <int BM, int STAGES, bool MULTI>
-__global__ void __launch_bounds__(384, 1)
-    linear_wgmma(const __grid_constant__ Outs outs, const __grid_constant__ Maps maps, int M, int K,
-                 int Ks, int S, int row_blocks, int tok_blocks) {
-  using C = WgCfg<BM, STAGES>;
-  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
-  pdl_wait();
-  extern __shared__ uint8_t smem_raw[];
-  const uint32_t raw = smem_addr(smem_raw);
-  const uint32_t base = raw + ((1024 - (raw & 1023)) & 1023);  // the swizzle needs 1024-B atoms
-  const uint32_t full0 = base + C::kBarOff, empty0 = full0 + STAGES * 8;
-  const int tid = threadIdx.x, wg = tid >> 7;
-
-  // Raster: groups of kGroupRows row blocks (of all weights, in table order) x every token block.
-  const int id = blockIdx.x;
+// Tile `id` of the launch (raster: groups of kGroupRows row blocks, of all weights in table order,
+// x every token block, so the blocks running at once share weights and x in L2).
+struct TileAt {
+  int wi, bx, n0, m0;  // weight index, its row block, first weight row, first token
+};
+template <int BM, bool MULTI>
+__device__ __forceinline__ TileAt tile_at(const Outs& outs, int id, int row_blocks, int tok_blocks) {
   const int per_group = kGroupRows * tok_blocks;
   const int grp = id / per_group, first = grp * kGroupRows;
   const int gsize = min(kGroupRows, row_blocks - first);
@@ -80,9 +73,28 @@ __global__ void __launch_bounds__(384, 1)
       if (i < outs.n && rb >= outs.end[i - 1]) wi = i;
   }
   const int bx = wi == 0 ? rb : rb - outs.end[wi - 1];
-  const int n0 = bx * kWRows, m0 = tb * BM;
+  return {wi, bx, bx * kWRows, tb * BM};
+}
+
+// PERSIST: one block per multiprocessor walks tiles blockIdx.x, + gridDim.x, ...; the stage ring
+// and its barrier phases run on across tiles, so the producer loads the next tile while the
+// consumers finish this one. Otherwise one tile per block.
+template <int BM, int STAGES, bool MULTI, bool PERSIST>
+__global__ void __launch_bounds__(384, 1)
+    linear_wgmma(const __grid_constant__ Outs outs, const __grid_constant__ Maps maps, int M, int K,
+                 int Ks, int S, int row_blocks, int tok_blocks) {
+  using C = WgCfg<BM, STAGES>;
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t base = raw + ((1024 - (raw & 1023)) & 1023);  // the swizzle needs 1024-B atoms
+  const uint32_t full0 = base + C::kBarOff, empty0 = full0 + STAGES * 8;
+  const int tid = threadIdx.x, wg = tid >> 7;
+  const int tiles = PERSIST ? row_blocks * tok_blocks : static_cast<int>(blockIdx.x) + 1;
+  const int tile_step = PERSIST ? static_cast<int>(gridDim.x) : 1;
   const int nkp = (Ks + kWK - 1) / kWK;  // stages per piece
-  const int nk = S * nkp;
+  const int nk = S * nkp;                // stages per tile
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -94,21 +106,24 @@ __global__ void __launch_bounds__(384, 1)
   __syncthreads();
 
   if (wg == 0) {
-    // Producer: one thread issues every stage's two boxes.
+    // Producer: one thread issues every stage's two boxes; q counts stages over all tiles.
     setmaxnreg_dec<40>();
     if (tid == 0) {
-      const CUtensorMap* wmap = &maps.w[wi];
-      tma_prefetch_desc(wmap);
       tma_prefetch_desc(&maps.x);
-      for (int kc = 0; kc < nk; ++kc) {
-        const int s = kc % STAGES, round = kc / STAGES;
-        if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
-        const int p = kc / nkp;
-        const int k0 = p * Ks + (kc - p * nkp) * kWK;
-        const uint32_t sa = base + s * C::kStageBytes;
-        mbar_arrive_tx(full0 + 8 * s, C::kStageBytes);
-        tma_load_2d(sa, wmap, full0 + 8 * s, k0, n0);
-        tma_load_2d(sa + C::kABytes, &maps.x, full0 + 8 * s, k0, m0);
+      int q = 0;
+      for (int id = blockIdx.x; id < tiles; id += tile_step) {
+        const TileAt tl = tile_at<BM, MULTI>(outs, id, row_blocks, tok_blocks);
+        const CUtensorMap* wmap = &maps.w[tl.wi];
+        for (int kc = 0; kc < nk; ++kc, ++q) {
+          const int s = q % STAGES, round = q / STAGES;
+          if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
+          const int p = kc / nkp;
+          const int k0 = p * Ks + (kc - p * nkp) * kWK;
+          const uint32_t sa = base + s * C::kStageBytes;
+          mbar_arrive_tx(full0 + 8 * s, C::kStageBytes);
+          tma_load_2d(sa, wmap, full0 + 8 * s, k0, tl.n0);
+          tma_load_2d(sa + C::kABytes, &maps.x, full0 + 8 * s, k0, tl.m0);
+        }
       }
     }
     return;
@@ -117,70 +132,77 @@ __global__ void __launch_bounds__(384, 1)
   // Consumers: warpgroup c (0, 1) owns weight rows [64 c, 64 c + 64) of the block.
   setmaxnreg_inc<232>();
   const int c = wg - 1, lane = tid & 31, wq = (tid >> 5) & 3;
+  const int g = lane >> 2, t = lane & 3;
   constexpr int R = BM / 2;  // accumulator registers per thread
   float acc[R], sum[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f, sum[i] = 0.0f;
 
-  int p = 0, cc = 0, prev = -1;  // piece, stage within it; stage whose wgmmas may still run
-  for (int kc = 0; kc < nk; ++kc) {
-    const int s = kc % STAGES;
-    mbar_wait(full0 + 8 * s, (kc / STAGES) & 1);
-    const uint32_t sa = base + s * C::kStageBytes + c * 64 * 128, sb = base + s * C::kStageBytes + C::kABytes;
-    const int k0 = p * Ks + cc * kWK;
-    const int steps = max(0, min(kWK, min(K, p * Ks + Ks) - k0)) / 16;
-    wgmma_fence_regs(acc);
-    wgmma_fence();
-    if (steps == kWK / 16) {  // the common case without branches between the MMAs
-#pragma unroll
-      for (int st = 0; st < kWK / 16; ++st)
-        Wgmma<BM>::mma(acc, wgmma_desc_sw128(sa + 32 * st), wgmma_desc_sw128(sb + 32 * st));
-    } else {  // a piece's short last stage
-#pragma unroll
-      for (int st = 0; st < kWK / 16; ++st)
-        if (st < steps) Wgmma<BM>::mma(acc, wgmma_desc_sw128(sa + 32 * st), wgmma_desc_sw128(sb + 32 * st));
-    }
-    wgmma_commit();
-    if (++cc == nkp) {
-      // Piece p done: wait for all its steps, release its stages, merge, restart from +0.
-      wgmma_wait<0>();
+  int q = 0;
+  for (int id = blockIdx.x; id < tiles; id += tile_step) {
+    int p = 0, cc = 0, prev = -1;  // piece, stage within it; stage whose wgmmas may still run
+    for (int kc = 0; kc < nk; ++kc, ++q) {
+      const int s = q % STAGES;
+      mbar_wait(full0 + 8 * s, (q / STAGES) & 1);
+      const uint32_t sa = base + s * C::kStageBytes + c * 64 * 128, sb = base + s * C::kStageBytes + C::kABytes;
+      const int k0 = p * Ks + cc * kWK;
+      const int steps = max(0, min(kWK, min(K, p * Ks + Ks) - k0)) / 16;
       wgmma_fence_regs(acc);
-      if (lane == 0) {
-        if (prev >= 0) mbar_arrive(empty0 + 8 * prev);
-        mbar_arrive(empty0 + 8 * s);
-      }
-      prev = -1;
-      if (p == 0) {
+      wgmma_fence();
+      if (steps == kWK / 16) {  // the common case without branches between the MMAs
 #pragma unroll
-        for (int i = 0; i < R; ++i) sum[i] = acc[i];
+        for (int st = 0; st < kWK / 16; ++st)
+          Wgmma<BM>::mma(acc, wgmma_desc_sw128(sa + 32 * st), wgmma_desc_sw128(sb + 32 * st));
+      } else {  // a piece's short last stage
+#pragma unroll
+        for (int st = 0; st < kWK / 16; ++st)
+          if (st < steps) Wgmma<BM>::mma(acc, wgmma_desc_sw128(sa + 32 * st), wgmma_desc_sw128(sb + 32 * st));
+      }
+      wgmma_commit();
+      if (++cc == nkp) {
+        // Piece p done: wait for all its steps, release its stages, merge, restart from +0.
+        wgmma_wait<0>();
+        wgmma_fence_regs(acc);
+        if (lane == 0) {
+          if (prev >= 0) mbar_arrive(empty0 + 8 * prev);
+          mbar_arrive(empty0 + 8 * s);
+        }
+        prev = -1;
+        if (p == 0) {
+#pragma unroll
+          for (int i = 0; i < R; ++i) sum[i] = acc[i];
+        } else {
+#pragma unroll
+          for (int i = 0; i < R; ++i) sum[i] = __fadd_rn(sum[i], acc[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+        ++p, cc = 0;
       } else {
-#pragma unroll
-        for (int i = 0; i < R; ++i) sum[i] = __fadd_rn(sum[i], acc[i]);
+        // One group in flight: the stage before this one is done and goes back to the producer.
+        wgmma_wait<1>();
+        wgmma_fence_regs(acc);
+        if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
+        prev = s;
       }
-#pragma unroll
-      for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-      ++p, cc = 0;
-    } else {
-      // One group in flight: the stage before this one is done and goes back to the producer.
-      wgmma_wait<1>();
-      wgmma_fence_regs(acc);
-      if (prev >= 0 && lane == 0) mbar_arrive(empty0 + 8 * prev);
-      prev = s;
     }
-  }
 
-  // y = sum (+ bias). Register r: weight row 16 wq + g + 8 ((r / 2) % 2) of the warpgroup's 64,
-  // token 8 (r / 4) + 2 t + r % 2 of the block's BM.
-  const Out1 o{outs.w[wi], outs.bias[wi], outs.y[wi], outs.N[wi], bx};
-  const int g = lane >> 2, t = lane & 3;
-  const int nb = n0 + c * 64 + wq * 16 + g, mb = m0 + 2 * t;
+    // y = sum (+ bias). Register r: weight row 16 wq + g + 8 ((r / 2) % 2) of the warpgroup's
+    // 64, token 8 (r / 4) + 2 t + r % 2 of the block's BM. (Every stage is released by now: a
+    // tile ends with a piece's end.)
+    const TileAt tl = tile_at<BM, MULTI>(outs, id, row_blocks, tok_blocks);
+    const float* __restrict__ bias = outs.bias[tl.wi];
+    float* __restrict__ y = outs.y[tl.wi];
+    const int N = outs.N[tl.wi];
+    const int nb = tl.n0 + c * 64 + wq * 16 + g, mb = tl.m0 + 2 * t;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int n = nb + 8 * ((r / 2) % 2), m = mb + 8 * (r / 4) + r % 2;
-    if (n < o.N && m < M) {
-      float v = sum[r];
-      if (o.bias) v = __fadd_rn(v, o.bias[n]);
-      o.y[static_cast<int64_t>(m) * o.N + n] = v;
+    for (int r = 0; r < R; ++r) {
+      const int n = nb + 8 * ((r / 2) % 2), m = mb + 8 * (r / 4) + r % 2;
+      if (n < N && m < M) {
+        float v = sum[r];
+        if (bias) v = __fadd_rn(v, bias[n]);
+        y[static_cast<int64_t>(m) * N + n] = v;
+      }
     }
   }
 }
@@ -221,25 +243,27 @@ CUtensorMap make_map(const void* ptr, int64_t rows, int64_t K, int box_rows) {
   return m;
 }
 
-template <int BM, int STAGES, bool MULTI>
+template <int BM, int STAGES, bool MULTI, bool PERSIST>
 void launch_wg3(const Group& g, const uint16_t* x, int M, int K, int S) {
   using C = WgCfg<BM, STAGES>;
-  constexpr auto kernel = linear_wgmma<BM, STAGES, MULTI>;
+  constexpr auto kernel = linear_wgmma<BM, STAGES, MULTI, PERSIST>;
   allow_smem<kernel>(C::kSmem);
   Maps maps;
   std::memset(&maps, 0, sizeof maps);
   for (int i = 0; i < g.o.n; ++i) maps.w[i] = make_map(g.o.w[i], g.o.N[i], K, kWRows);
   maps.x = make_map(x, M, K, BM);
   const int row_blocks = g.blocks(kWRows), tok_blocks = (M + BM - 1) / BM;
+  const int tiles = row_blocks * tok_blocks;
+  const int grid = PERSIST ? std::min(tiles, sm_count()) : tiles;
   const int Ks = split_len(K, S);
-  launch("linear (wgmma kernel)", kernel, dim3(row_blocks * tok_blocks), C::kThreads, C::kSmem,
-         g.table(kWRows), maps, M, K, Ks, S, row_blocks, tok_blocks);
+  launch("linear (wgmma kernel)", kernel, dim3(grid), C::kThreads, C::kSmem, g.table(kWRows), maps, M,
+         K, Ks, S, row_blocks, tok_blocks);
 }
 
-template <int BM, int STAGES>
+template <int BM, int STAGES, bool PERSIST>
 void launch_wg(const Group& g, const uint16_t* x, int M, int K, int S) {
-  if (g.o.n > 1) launch_wg3<BM, STAGES, true>(g, x, M, K, S);
-  else launch_wg3<BM, STAGES, false>(g, x, M, K, S);
+  if (g.o.n > 1) launch_wg3<BM, STAGES, true, PERSIST>(g, x, M, K, S);
+  else launch_wg3<BM, STAGES, false, PERSIST>(g, x, M, K, S);
 }
 
 }  // namespace
@@ -266,11 +290,31 @@ bool wgmma_fits(const Group& g, const uint16_t* x, int K) {
   return true;
 }
 
-// tile: 0 = pick (BM = 128; 192 when the 128-token blocks would leave the last wave short is a
-// later tuning), 4 = BM 128, 5 = BM 192.
+// tile: 0 = pick; 4 / 5 = 128 x 128 / 128 x 192 tokens, one tile per block; 6 / 7 the same tiles
+// on a persistent grid. The pick: the tile with the fewer waves x tokens per tile, a 192-token
+// tile counting as 1.15 of a 128-token one's rate (H200, linear-prefill: 192 is 5-20% faster per
+// tile on large shapes, slower where it leaves the machine under one wave). Free choices all: the
+// bits do not depend on them.
 void launch_wgmma(const Group& g, const uint16_t* x, int M, int K, int S, int tile) {
-  if (tile == 5) launch_wg<192, 5>(g, x, M, K, S);
-  else launch_wg<128, 6>(g, x, M, K, S);
+  // LOCKSTEP_CUDA_WGMMA_TILE=4..7 forces a tile for whole-engine benchmarks (same bits).
+  static const int env_tile = [] {
+    const char* e = std::getenv("LOCKSTEP_CUDA_WGMMA_TILE");
+    const int v = e ? std::atoi(e) : 0;
+    return v >= 4 && v <= 7 ? v : 0;
+  }();
+  if (tile == 0) tile = env_tile;
+  if (tile == 0) {
+    const int64_t sms = sm_count(), rows = g.blocks(kWRows);
+    auto cost = [&](int bm, double rate) {
+      const int64_t blocks = rows * ((M + bm - 1) / bm);
+      return static_cast<double>((blocks + sms - 1) / sms) * bm / rate;
+    };
+    tile = cost(192, 1.15) < cost(128, 1.0) ? 5 : 4;
+  }
+  if (tile == 5) launch_wg<192, 5, false>(g, x, M, K, S);
+  else if (tile == 6) launch_wg<128, 6, true>(g, x, M, K, S);
+  else if (tile == 7) launch_wg<192, 5, true>(g, x, M, K, S);
+  else launch_wg<128, 6, false>(g, x, M, K, S);
 }
 
 }  // namespace lockstep::kernels::cuda::lin
