@@ -1,5 +1,8 @@
 // linear (cuda_ops.h), the tiled kernels for M > 64 (prefill and mid-size batches): the same
-// K walk as every other linear kernel (linear.cu states it).
+// K walk as every other linear kernel (linear.cu states it). On compute capability 9.0 (H100/H200)
+// launch_tiled hands M > 64 to the wgmma kernel (linear_wgmma.cu, 2-2.5x these on the H200, same
+// bits); these mma.sync tiles remain the path elsewhere, with LOCKSTEP_CUDA_WGMMA=0, and under
+// testing::set_linear_tile_override(-1 or 1..3).
 #include "kernels/cuda/linear_internal.cuh"
 
 namespace lockstep::kernels::cuda {
