@@ -51,8 +51,9 @@ TEST_P(LinearTest, RowsBitwiseIndependentOfBatch) {
   };
   std::vector<Run> Ms;
   for (int64_t m = 1; m <= 64; ++m) Ms.push_back({m, 0, 0});
-  for (int64_t m : {65, 100, 129, 513}) Ms.push_back({m, 0, 0});
-  for (int tile = 1; tile <= 3; ++tile)
+  for (int64_t m : {65, 100, 129, 200, 513, 2048}) Ms.push_back({m, 0, 0});
+  for (int64_t m : {65, 129, 513}) Ms.push_back({m, -1, 0});  // the mma.sync tiles' own pick
+  for (int tile = 1; tile <= 7; ++tile)  // 1-3 mma.sync tiles, 4-7 wgmma tiles
     for (int64_t m : {65, 200, 300}) Ms.push_back({m + tile, tile, 0});
   const int configs = testing::set_linear_skinny_override(0);
   for (int c = 1; c <= configs; ++c)
@@ -89,6 +90,140 @@ TEST_P(LinearTest, RowsBitwiseIndependentOfBatch) {
   EXPECT_GT(checked, 800);
   // Every config ran at M = 1 at least (the rest where their shared memory fits).
   EXPECT_GE(config_runs, configs * 3);
+}
+
+// Uniform bf16 in about [-scale, scale) from a xorshift (the lm_head's 622M weights would take
+// the normal distribution many seconds).
+std::vector<uint16_t> quick_bf16(size_t n, uint32_t seed, float scale = 0.05f) {
+  std::vector<uint16_t> v(n);
+  uint32_t s = seed * 2654435761u + 1;
+  for (auto& x : v) {
+    s ^= s << 13, s ^= s >> 17, s ^= s << 5;
+    x = f32_to_bf16((static_cast<float>(s >> 8) / 8388608.0f - 1.0f) * scale);
+  }
+  return v;
+}
+
+Weight bf16_weight(const DeviceBuffer<uint16_t>& d, int64_t N, int64_t K) {
+  Weight w;
+  w.dtype = DType::BF16;
+  w.rows = N;
+  w.cols = K;
+  w.data = d.get();
+  return w;
+}
+
+// The wgmma kernel (M > 64 on the H200) on Qwen3-8B's shapes and the split-K shapes: every element
+// bitwise what the mma.sync tiled kernel gives (which the test above ties to M = 1), under the
+// kernel's own pick and every forced tile, and a few rows against M = 1 directly. Outputs are
+// filled with other values first, so an element the kernel does not write shows.
+TEST_F(CudaTest, LinearWgmmaMatchesMmaSyncOnModelShapes) {
+  struct Shape {
+    int64_t N, K;
+    bool bias;
+  };
+  const Shape shapes[] = {{4096, 4096, false}, {1024, 4096, true},  {12288, 4096, false},
+                          {4096, 12288, false}, {151936, 4096, false}, {200, 1040, true},
+                          {8200, 512, true},    {333, 272, true},    {96, 4096, false}};
+  struct Reset {
+    ~Reset() { testing::set_linear_tile_override(0); }
+  } reset;
+  int checked = 0;
+  for (const Shape& sh : shapes) {
+    const int64_t N = sh.N, K = sh.K, P = 2048 + 1;
+    DeviceBuffer<uint16_t> dw(quick_bf16(N * K, static_cast<uint32_t>(N + K)));
+    DeviceBuffer<float> db(random_floats(N, 7));
+    DeviceBuffer<float> dx(random_floats(P * K, static_cast<uint32_t>(K), -2.0f, 2.0f));
+    const Weight wt = bf16_weight(dw, N, K);
+    const float* bias = sh.bias ? db.get() : nullptr;
+    for (int64_t M : {65, 100, 129, 200, 513, 2048}) {
+      if (N > 100000 && M != 129 && M != 2048) continue;  // lm_head: two sizes (host time)
+      DeviceBuffer<float> ref(M * N), y(M * N);
+      testing::set_linear_tile_override(-1);
+      linear(dx.get(), M, wt, bias, ref.get());
+      const auto r = ref.to_host();
+      for (int tile : {0, 4, 5, 6, 7}) {
+        testing::set_linear_tile_override(-1);
+        linear(dx.get() + K, M, wt, bias, y.get());  // other values first
+        testing::set_linear_tile_override(tile);
+        linear(dx.get(), M, wt, bias, y.get());
+        const auto h = y.to_host();
+        ASSERT_TRUE(same_bits(h.data(), r.data(), h.size()))
+            << "N=" << N << " K=" << K << " M=" << M << " tile " << tile
+            << ": the wgmma kernel differs from the mma.sync tiled kernel";
+        ++checked;
+        if (tile != 0) continue;
+        testing::set_linear_tile_override(0);
+        DeviceBuffer<float> one(N);
+        for (int64_t i : {int64_t{0}, M / 2, M - 1}) {
+          linear(dx.get() + i * K, 1, wt, bias, one.get());
+          const auto o = one.to_host();
+          ASSERT_TRUE(same_bits(o.data(), h.data() + i * N, N))
+              << "N=" << N << " K=" << K << " M=" << M << " row " << i << " differs from M=1";
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 5 * 45);
+}
+
+// linear_multi on the wgmma kernel (q/k/v, gate/up and the split-K sets): each output bitwise what
+// linear() on the mma.sync tiled kernel gives for its weight alone.
+TEST_F(CudaTest, LinearWgmmaMultiMatchesLinear) {
+  struct Set {
+    int64_t K;
+    std::vector<int64_t> Ns;
+  };
+  const std::vector<Set> sets = {
+      {4096, {4096, 1024, 1024}}, {4096, {12288, 12288}}, {1040, {320, 64, 72}},
+      {512, {8200, 8192}},        {272, {333, 40}},
+  };
+  struct Reset {
+    ~Reset() { testing::set_linear_tile_override(0); }
+  } reset;
+  int checked = 0;
+  for (const Set& set : sets) {
+    const int64_t K = set.K, P = 2048 + 1;
+    std::vector<DeviceBuffer<uint16_t>> dw;
+    std::vector<DeviceBuffer<float>> db;
+    std::vector<Weight> wts;
+    for (size_t i = 0; i < set.Ns.size(); ++i) {
+      dw.emplace_back(quick_bf16(set.Ns[i] * K, 270 + static_cast<uint32_t>(i)));
+      db.emplace_back(random_floats(set.Ns[i], 280 + static_cast<uint32_t>(i)));
+      wts.push_back(bf16_weight(dw.back(), set.Ns[i], K));
+    }
+    DeviceBuffer<float> dx(random_floats(P * K, 290, -2.0f, 2.0f));
+    for (int64_t M : {65, 129, 513, 2048}) {
+      std::vector<std::vector<float>> refs;
+      testing::set_linear_tile_override(-1);
+      for (size_t i = 0; i < wts.size(); ++i) {
+        DeviceBuffer<float> r(M * wts[i].rows);
+        linear(dx.get(), M, wts[i], i % 2 == 0 ? db[i].get() : nullptr, r.get());
+        refs.push_back(r.to_host());
+      }
+      for (int tile : {0, 4, 5, 6, 7}) {
+        testing::set_linear_tile_override(tile);
+        std::vector<DeviceBuffer<float>> ys;
+        std::vector<LinearOut> outs;
+        for (size_t i = 0; i < wts.size(); ++i) {
+          ys.emplace_back(M * wts[i].rows);
+          outs.push_back({&wts[i], i % 2 == 0 ? db[i].get() : nullptr, ys.back().get()});
+        }
+        testing::set_linear_tile_override(-1);  // other values first: unwritten elements show
+        linear_multi(dx.get() + K, M, outs.data(), static_cast<int64_t>(outs.size()));
+        testing::set_linear_tile_override(tile);
+        linear_multi(dx.get(), M, outs.data(), static_cast<int64_t>(outs.size()));
+        for (size_t i = 0; i < wts.size(); ++i) {
+          const auto y = ys[i].to_host();
+          ASSERT_TRUE(same_bits(y.data(), refs[i].data(), y.size()))
+              << "K=" << K << " weight " << i << " (N=" << wts[i].rows << ") M=" << M << " tile "
+              << tile << ": linear_multi (wgmma) differs from linear (mma.sync)";
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 5 * 4 * 12);
 }
 
 // linear_multi under every M <= 16 config: each output bitwise what linear() (the rule's config)

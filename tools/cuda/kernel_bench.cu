@@ -5,6 +5,7 @@
 // plainly enqueued calls (includes the host's launch cost, about 3 us a kernel on that machine).
 //   cuda_bench            all benchmarks
 //   cuda_bench linear-sweep   every M <= 16 linear config per decode shape (not in "all")
+//   cuda_bench linear-prefill the M > 64 kernels (mma.sync, wgmma tiles, cuBLAS) at M 512, 2048
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -400,6 +401,70 @@ void bench_attention() {
   bench_attention_shape(16, 8, 64, "head_dim 64", {{4096, {1, 4096}}});
 }
 
+// linear-prefill: the M > 64 kernels at prefill sizes, each forced in turn
+// (kc::testing::set_linear_tile_override): the mma.sync tiles' own pick (-1), the wgmma kernel's
+// pick (0) and its tiles (4: 128 x 128 tokens, 5: 128 x 192; 6, 7: the same, persistent), against
+// cuBLAS (numerics fast).
+// Random weights (never zeros); weights rotated over copies > 512 MB, as in bench_linear.
+void bench_linear_prefill() {
+  struct S {
+    int64_t N, K;
+    const char* name;
+  };
+  const S shapes[] = {{4096, 4096, "o_proj 4096x4096"},   {1024, 4096, "k/v 1024x4096"},
+                      {6144, 4096, "qkv 6144x4096"},      {12288, 4096, "gate|up 12288x4096"},
+                      {24576, 4096, "gate/up 24576x4096"}, {4096, 12288, "down 4096x12288"},
+                      {151936, 4096, "lm_head 151936x4096"}};
+  std::string why;
+  const bool fast = kc::linear_fast_available(&why);
+  if (!fast) std::printf("linear_fast (cuBLAS) unavailable: %s\n", why.c_str());
+  std::printf("\n== linear-prefill: TFLOP/s (dev time, graph replay); mma.sync = tiles' pick, "
+              "wgmma = default pick, wg128/wg192 forced, then on a persistent grid ==\n");
+  std::vector<uint16_t> host = host_bf16(151936LL * 4096);
+  std::vector<float> hx(2048LL * 12288);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(0.001 * static_cast<double>(i));
+  float* x = static_cast<float*>(kc::malloc_device(hx.size() * 4));
+  kc::upload(x, hx.data(), hx.size() * 4);
+  float* y = static_cast<float*>(kc::malloc_device(2048LL * 151936 * 4));
+  for (const S& s : shapes) {
+    const size_t bytes = static_cast<size_t>(s.N * s.K * 2);
+    const int copies = static_cast<int>(std::max<size_t>(1, (512ull << 20) / bytes));
+    std::vector<void*> ws(copies);
+    for (auto& p : ws) {
+      p = kc::malloc_device(bytes);
+      kc::upload(p, host.data(), bytes);
+    }
+    for (int64_t M : {512, 2048}) {
+      const int iters = s.N > 24576 ? 4 : 10;
+      auto run = [&](int tile, bool use_fast) {
+        kc::testing::set_linear_tile_override(tile);
+        const Timing t = time_per_call(
+            [&](int i) {
+              Weight w;
+              w.dtype = DType::BF16;
+              w.rows = s.N;
+              w.cols = s.K;
+              w.data = ws[i % copies];
+              if (use_fast) kc::linear_fast(x, M, w, nullptr, y);
+              else kc::linear(x, M, w, nullptr, y);
+            },
+            iters);
+        kc::testing::set_linear_tile_override(0);
+        return 2.0 * M * s.N * s.K / t.dev / 1e12;
+      };
+      std::printf("prefill %-22s M=%-5lld mma.sync %6.1f | wgmma %6.1f | wg128 %6.1f | wg192 %6.1f | "
+                  "persistent wg128 %6.1f | wg192 %6.1f",
+                  s.name, static_cast<long long>(M), run(-1, false), run(0, false), run(4, false),
+                  run(5, false), run(6, false), run(7, false));
+      if (fast) std::printf(" | cuBLAS %6.1f", run(0, true));
+      std::printf("  TFLOP/s\n");
+    }
+    for (auto p : ws) kc::free_device(p);
+  }
+  kc::free_device(x);
+  kc::free_device(y);
+}
+
 void bench_rows() {
   std::printf("\n== per-row ops ==\n");
   const int64_t D = 4096;
@@ -434,6 +499,7 @@ int main(int argc, char** argv) {
   const std::string only = argc > 1 ? argv[1] : "";
   if (only.empty() || only == "linear") bench_linear();
   if (only == "linear-sweep") bench_linear_sweep();
+  if (only == "linear-prefill") bench_linear_prefill();
   if (only.empty() || only == "attention") bench_attention();
   if (only.empty() || only == "rows") bench_rows();
   return 0;

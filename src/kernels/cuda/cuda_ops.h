@@ -69,8 +69,11 @@ void linear_fast(const float* x, int64_t M, const Weight& w, const float* bias, 
 // True when linear_fast can run (cuBLAS loads and initialises); otherwise false and *why_not.
 bool linear_fast_available(std::string* why_not);
 
-// Tests only: 0 = the tiled linear kernel picks its tile (default); 1, 2, 3 force the 128x256,
-// 128x128 or 64x64 tile for M > 64. Any choice gives the same bits (that is what tests check).
+// Tests only: 0 = the tiled linear kernel picks (default: wgmma on compute capability 9.0);
+// 1, 2, 3 force the mma.sync 128x256, 128x128 or 64x64 tile for M > 64; -1 the mma.sync tiles'
+// own pick; 4, 5 force the wgmma kernel's 128x128 or 128x192 tile, 6, 7 the same tiles on a
+// persistent grid (throws where it cannot run).
+// Any choice gives the same bits (that is what tests check).
 namespace testing {
 void set_linear_tile_override(int tile);
 // Tests and the linear sweep only: 0 = linear picks its M <= 16 kernel configuration by rule

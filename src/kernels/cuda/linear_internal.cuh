@@ -111,7 +111,17 @@ inline int sm_count() {
   return n;
 }
 
-// The tiled kernels (linear_tiled.cu): one group against bf16 x, M > 64, split count S.
+// The tiled kernels (linear_tiled.cu): one group against bf16 x, M > 64, split count S. On a
+// compute capability 9.0 device it runs the wgmma kernel (linear_wgmma.cu), else (or with
+// LOCKSTEP_CUDA_WGMMA=0, or a forced mma.sync tile) the mma.sync tiles; the bits are the same.
 void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S);
+
+// The wgmma kernel (linear_wgmma.cu, sm_90a): usable on this device (and not switched off by
+// LOCKSTEP_CUDA_WGMMA=0); usable for these operands (TMA needs 16-byte aligned bases and rows);
+// launch (tile: 0 picks, 4 = 128 x 128 tokens, 5 = 128 x 192, 6 / 7 the same on a persistent grid;
+// LOCKSTEP_CUDA_WGMMA_TILE=4..7 replaces the pick, for benchmarks).
+bool wgmma_available();
+bool wgmma_fits(const Group& g, const uint16_t* x, int K);
+void launch_wgmma(const Group& g, const uint16_t* x, int M, int K, int S, int tile);
 
 }  // namespace lockstep::kernels::cuda::lin

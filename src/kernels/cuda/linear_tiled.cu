@@ -1,5 +1,8 @@
 // linear (cuda_ops.h), the tiled kernels for M > 64 (prefill and mid-size batches): the same
-// K walk as every other linear kernel (linear.cu states it).
+// K walk as every other linear kernel (linear.cu states it). On compute capability 9.0 (H100/H200)
+// launch_tiled hands M > 64 to the wgmma kernel (linear_wgmma.cu, 2-2.5x these on the H200, same
+// bits); these mma.sync tiles remain the path elsewhere, with LOCKSTEP_CUDA_WGMMA=0, and under
+// testing::set_linear_tile_override(-1 or 1..3).
 #include "kernels/cuda/linear_internal.cuh"
 
 namespace lockstep::kernels::cuda {
@@ -196,12 +199,17 @@ void launch_tiled_cfg(const Group& g, const uint16_t* x, int M, int K, int Ks, i
 // The largest tile that still gives about one block per multiprocessor (a free choice: every
 // configuration gives the same bits).
 void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S) {
+  // The wgmma kernel unless an mma.sync tile is forced (1..3) or its rule is asked for (-1).
+  if (tile_override == 0 || tile_override >= 4) {
+    if (wgmma_available() && wgmma_fits(g, x, K)) return launch_wgmma(g, x, M, K, S, tile_override);
+    if (tile_override >= 4) fail("CUDA linear: the wgmma kernel was forced but cannot run here");
+  }
   const int Ks = split_len(K, S);
   auto blocks = [&](int bn, int bm) {
     return static_cast<int64_t>(g.blocks(bn)) * ((M + bm - 1) / bm);
   };
   const int64_t want = sm_count() * 9 / 10;
-  int pick = tile_override;
+  int pick = tile_override > 0 ? tile_override : 0;
   if (pick == 0) pick = blocks(128, 256) >= want ? 1 : (blocks(128, 128) >= want ? 2 : 3);
   if (pick == 1)
     launch_tiled_cfg<TileBig, 128, 256, 64, 64, 4, 1>(g, x, M, K, Ks, S);
