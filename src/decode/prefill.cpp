@@ -31,11 +31,18 @@ ForwardItem prefill_item(SequenceState& seq, std::span<const int32_t> prompt, in
 }
 
 ForwardResult prefill(Model& model, SequenceState& seq, std::span<const int32_t> prompt,
-                      int64_t chunk, PrefillRows rows) {
+                      int64_t chunk, PrefillRows rows,
+                      std::span<const kernels::TokenRule> final_choose) {
   if (prompt.empty()) fail("prefill: the prompt is empty (at least one token is needed)");
   ForwardResult out;
   while (seq.length < static_cast<int64_t>(prompt.size())) {
-    const ForwardItem item = prefill_item(seq, prompt, chunk, rows);
+    ForwardItem item = prefill_item(seq, prompt, chunk, rows);
+    const bool final_call =
+        seq.length + static_cast<int64_t>(item.tokens.size()) == static_cast<int64_t>(prompt.size());
+    if (final_call && !final_choose.empty()) {
+      item.choose = final_choose;
+      item.hidden = false;
+    }
     out = model.forward({&item, 1});
   }
   return out;

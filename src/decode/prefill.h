@@ -21,7 +21,10 @@ ForwardItem prefill_item(SequenceState& seq, std::span<const int32_t> prompt, in
                          PrefillRows rows);
 
 // Feeds the rest of `prompt` (from seq.length) chunk by chunk; returns the final call's outputs.
+// With `final_choose` (one rule per output row of the final call) the backend chooses those rows'
+// tokens (ForwardResult::tokens) and the final call returns neither logits nor hidden states.
 ForwardResult prefill(Model& model, SequenceState& seq, std::span<const int32_t> prompt,
-                      int64_t chunk = 0, PrefillRows rows = PrefillRows::Last);
+                      int64_t chunk = 0, PrefillRows rows = PrefillRows::Last,
+                      std::span<const kernels::TokenRule> final_choose = {});
 
 }  // namespace lockstep

@@ -31,6 +31,7 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
       history_(std::move(prompt)),
       prompt_len_(history_.size()),
       hidden_drafter_(options_.drafter && options_.drafter->needs_hidden()),
+      backend_chooses_(options_.top_logprobs < 0 && backend_sampling_enabled()),
       t0_(std::chrono::steady_clock::now()) {
   if (options_.max_tokens < 0) fail("max tokens must be >= 0, got ", options_.max_tokens);
   if (!options_.stop.empty() && !options_.detokenize)
@@ -76,7 +77,31 @@ ForwardItem SequenceDecoder::next_item(int64_t budget) {
     item.keep_rollback = block_.size() > 1;
   }
   item.tokens = block_;
+  item.hidden = hidden_drafter_;
+  make_rules(item);
   return item;
+}
+
+void SequenceDecoder::make_rules(ForwardItem& item) {
+  rules_.clear();
+  if (!backend_chooses_ || item.logits == ForwardItem::Logits::None) return;
+  const int64_t V = model_.config().vocab_size;
+  const int64_t n = static_cast<int64_t>(block_.size());
+  const std::span<const int32_t> history = history_;
+  const auto prompt_len = static_cast<int64_t>(prompt_len_);
+  if (prefilling()) {
+    // Only the prompt's last row chooses a token; other output rows are there for their hidden.
+    const bool final_chunk = prefilled_ + n == prompt_len;
+    const int64_t rows = item.logits == ForwardItem::Logits::Last ? 1 : n;
+    for (int64_t i = 0; i + 1 < rows; ++i) rules_.add_skip();
+    if (final_chunk)
+      rules_.add(sampler_, {history, prompt_len}, V);
+    else
+      rules_.add_skip();
+  } else {
+    rules_.add_block(sampler_, history, prompt_len, std::span<const int32_t>(block_).subspan(1), V);
+  }
+  item.choose = rules_.rules();
 }
 
 TokenLogprob SequenceDecoder::token_logprob(const float* logits, int64_t V, int32_t token) const {
@@ -98,12 +123,12 @@ TokenLogprob SequenceDecoder::token_logprob(const float* logits, int64_t V, int3
   return lp;
 }
 
-bool SequenceDecoder::choose_and_emit(const float* logits) {
+bool SequenceDecoder::choose_and_emit(const ForwardResult& out, int64_t row) {
   const int64_t V = model_.config().vocab_size;
-  const int32_t token = sampler_.choose({logits, static_cast<size_t>(V)},
-                                        {history_, static_cast<int64_t>(prompt_len_)},
-                                        static_cast<int64_t>(history_.size()));
-  if (options_.top_logprobs >= 0) result_.logprobs.push_back(token_logprob(logits, V, token));
+  const int32_t token =
+      chosen_token(out, row, sampler_, {history_, static_cast<int64_t>(prompt_len_)}, V);
+  if (options_.top_logprobs >= 0)
+    result_.logprobs.push_back(token_logprob(&out.logits[row * V], V, token));
   history_.push_back(token);
   result_.tokens.push_back(token);
   if (on_token_ && !on_token_(token)) {
@@ -127,7 +152,7 @@ bool SequenceDecoder::choose_and_emit(const float* logits) {
 }
 
 void SequenceDecoder::consume(const ForwardResult& out, size_t index) {
-  const int64_t V = model_.config().vocab_size, H = model_.config().hidden_size;
+  const int64_t H = model_.config().hidden_size;
   const int64_t first = out.first_row[index];
   const int64_t block_start = seq_->length - static_cast<int64_t>(block_.size());
   if (hidden_drafter_) {
@@ -142,12 +167,12 @@ void SequenceDecoder::consume(const ForwardResult& out, size_t index) {
     result_.stats.prefill_seconds = seconds_since(t0_);
     t0_ = std::chrono::steady_clock::now();
     const int64_t last = hidden_drafter_ ? first + static_cast<int64_t>(block_.size()) - 1 : first;
-    if (!choose_and_emit(&out.logits[last * V])) finished_ = true;
+    if (!choose_and_emit(out, last)) finished_ = true;
   } else {
     // Row i holds the logits after block[i]; the token chosen there is kept, and the next row is
     // only meaningful if that token equals the draft the target consumed after block[i].
     for (size_t i = 0; i < block_.size(); ++i) {
-      const bool running = choose_and_emit(&out.logits[(first + static_cast<int64_t>(i)) * V]);
+      const bool running = choose_and_emit(out, first + static_cast<int64_t>(i));
       const bool draft_matches = i + 1 < block_.size() && history_.back() == block_[i + 1];
       if (draft_matches) ++result_.spec.accepted;
       if (!running) finished_ = true;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "decode/generate.h"
+#include "decode/token_rules.h"
 
 namespace lockstep {
 
@@ -41,7 +42,11 @@ class SequenceDecoder {
   std::unique_ptr<SequenceState> take_state() { return std::move(seq_); }
 
  private:
-  bool choose_and_emit(const float* logits);
+  // Chooses the token of output row `row` of `out` (the backend's id or the sampler's choice on
+  // the row's logits), then emits it.
+  bool choose_and_emit(const ForwardResult& out, int64_t row);
+  // The rules of the item's output rows, set as item.choose (none: the item downloads logits).
+  void make_rules(ForwardItem& item);
   TokenLogprob token_logprob(const float* logits, int64_t V, int32_t token) const;
 
   Model& model_;
@@ -54,6 +59,8 @@ class SequenceDecoder {
   int64_t prefilled_ = 0;      // prompt tokens already in the cache
   std::vector<int32_t> block_;  // tokens of the pending item
   bool hidden_drafter_;
+  bool backend_chooses_;  // items carry rules (no logprobs wanted, LOCKSTEP_HOST_SAMPLING unset)
+  TokenRules rules_;      // the pending item's
   bool finished_ = false;
   GenerateResult result_;
   std::chrono::steady_clock::time_point t0_;

@@ -13,6 +13,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "kernels/token_choice.h"
 
 namespace lockstep::kernels {
 
@@ -125,6 +126,14 @@ class Backend {
   // run then); a completed step that made no download yet runs (or records and runs) here.
   virtual void begin_step(const std::string& /*key*/) {}
   virtual void end_step(bool /*completed*/) {}
+
+  // One token per row of logits ([rules.size()][V] in this backend's memory), row r chosen by
+  // rules[r] exactly as kernels::choose_token would (token_choice.h); only the ids come back, to
+  // host_ids[rules.size()] (-1 for a row whose rule says skip). It waits for the ops before it
+  // like download() and, like download(), ends a recorded step's recording: it runs after the
+  // recorded ops, outside the graph, so the rules may change from step to step.
+  virtual void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> rules,
+                             int32_t* host_ids) = 0;
 
   // A weight as this backend computes with it: the CPU uses the checkpoint's (mapped) bytes in
   // place; CUDA keeps a device copy (BF16) owned by the backend for its lifetime.

@@ -340,6 +340,15 @@ class CudaBackend final : public Backend {
     cuda::download(dst, src, bytes);
     if (prof_) prof_->flush();
   }
+  // After the recorded ops, outside the graph (its rules change every step): the recording
+  // is run first, as download() does.
+  void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> rules,
+                     int32_t* host_ids) override {
+    if (mode_ != Mode::Eager) run_recording();
+    if (prof_) prof_->release();
+    cuda::choose_tokens(logits, V, rules, host_ids);
+    if (prof_) prof_->flush();
+  }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (skip(Trace() << 2 << dst << src << static_cast<int64_t>(bytes))) return;
     OpScope t(prof_.get(), "copy");

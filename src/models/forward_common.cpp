@@ -111,8 +111,33 @@ ForwardResult finish_forward(std::span<const ForwardItem> items, const FlatBatch
               head.zero_centered, normed.data());
   kernels::Floats logits = be.array<float>(r.rows * head.lm_head.rows);
   be.linear(normed.data(), r.rows, head.lm_head, nullptr, logits.data());
-  r.hidden = be.download(normed.data(), r.rows * hidden);
-  r.logits = be.download(logits.data(), r.rows * head.lm_head.rows);
+  // Only what the items asked for crosses to the host: hidden rows if any item wants them, ids
+  // for items with rules, logits if any item with output rows has none.
+  const int64_t V = head.lm_head.rows;
+  bool want_hidden = false, want_logits = false, want_ids = false;
+  std::vector<kernels::TokenRule> rules(r.rows);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int64_t first = r.first_row[i];
+    const int64_t n = (i + 1 < items.size() ? r.first_row[i + 1] : r.rows) - first;
+    if (n == 0) continue;
+    want_hidden |= items[i].hidden;
+    if (items[i].choose.empty()) {
+      want_logits = true;
+      for (int64_t k = 0; k < n; ++k) rules[first + k].skip = true;
+      continue;
+    }
+    if (static_cast<int64_t>(items[i].choose.size()) != n)
+      fail("forward: an item has ", items[i].choose.size(), " token rules for ", n,
+           " output rows");
+    std::copy(items[i].choose.begin(), items[i].choose.end(), rules.begin() + first);
+    want_ids = true;
+  }
+  if (want_hidden) r.hidden = be.download(normed.data(), r.rows * hidden);
+  if (want_ids) {
+    r.tokens.resize(r.rows);
+    be.choose_tokens(logits.data(), V, rules, r.tokens.data());
+  }
+  if (want_logits) r.logits = be.download(logits.data(), r.rows * V);
   return r;
 }
 

@@ -52,13 +52,25 @@ struct ForwardItem {
   enum class Logits { None, Last, All } logits = Logits::Last;
   // Keep what truncate() needs to return to any length inside this item (verify blocks).
   bool keep_rollback = false;
+  // Tokens chosen by the backend (Backend::choose_tokens), one rule per output row of this item
+  // in row order: their ids come back in ForwardResult::tokens and only ids cross from the device.
+  // Empty: this item's output rows' logits come back in ForwardResult::logits instead.
+  std::span<const kernels::TokenRule> choose = {};
+  // Return the output rows' final-normed hidden states (ForwardResult::hidden); a GPU forward
+  // downloads them only when some item asks.
+  bool hidden = true;
 };
 
 struct ForwardResult {
   int64_t rows = 0;                 // output rows, items in order
   std::vector<int64_t> first_row;   // per item: its first output row (its count follows)
-  std::vector<float> logits;        // [rows][vocab]
-  std::vector<float> hidden;        // [rows][hidden_size]: final-normed hidden of those rows
+  // [rows][vocab]; empty when every item with output rows had `choose` rules (then only their
+  // ids crossed from the device).
+  std::vector<float> logits;
+  // [rows][hidden_size]: final-normed hidden of those rows; empty when no item asked for it.
+  std::vector<float> hidden;
+  // [rows]: the chosen ids of items with `choose` rules, -1 elsewhere; empty when no item had any.
+  std::vector<int32_t> tokens;
 };
 
 struct ModelOptions {
@@ -81,6 +93,8 @@ struct DraftItem {
   SequenceState* seq = nullptr;
   std::span<const int32_t> tokens;
   std::span<const float> hidden;  // [tokens.size()][hidden_size]
+  // As ForwardItem::choose: one rule per slot (empty: the slots' logits come back).
+  std::span<const kernels::TokenRule> choose = {};
 };
 
 // A multi-token-prediction head carried by the checkpoint (Qwen3.5 / Qwen3-Next `mtp.*`), usable as

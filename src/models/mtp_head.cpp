@@ -53,6 +53,7 @@ class MtpHead final : public MtpDrafter {
         fail("mtp draft: hidden has ", d.hidden.size(), " floats for ", d.tokens.size(),
              " tokens of hidden size ", H);
       fwd.push_back({d.seq, d.tokens, ForwardItem::Logits::All});
+      fwd.back().choose = d.choose;  // hidden: always (chained drafts read it back)
     }
     kernels::Backend& be = *s_.backend;
     FlatBatch b = flatten_batch(fwd, kv_, *s_.rope, c.max_position_embeddings, c.vocab_size, be);

@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "kernels/token_choice.h"
+
 namespace lockstep {
 
 struct SamplingParams {
@@ -46,13 +48,22 @@ class Sampler {
   // The token at absolute position `position` (== history.tokens.size()).
   int32_t choose(std::span<const float> logits, const TokenHistory& history, int64_t position);
 
+  // The same choice as a rule a backend applies on its own copy of the logits
+  // (Backend::choose_tokens): kernels::choose_token(logits, rule(...)) is choose(). `adjust`
+  // receives the penalties' sparse list, which the rule points into: keep it alive and unchanged
+  // while the rule is used. V: the vocabulary (the logits row's length).
+  kernels::TokenRule rule(const TokenHistory& history, int64_t position, int64_t V,
+                          std::vector<kernels::TokenAdjust>& adjust) const;
+
  private:
   SamplingParams params_;
-  std::vector<float> work_;
-  std::vector<int32_t> ids_;
+  std::vector<kernels::TokenAdjust> adjust_;
+  kernels::ChoiceScratch scratch_;
 };
 
 // Uniform (0, 1) from a counter-based hash of (seed, position, id): no sequential state.
-float position_uniform(uint64_t seed, int64_t position, int32_t id);
+inline float position_uniform(uint64_t seed, int64_t position, int32_t id) {
+  return kernels::choice::position_uniform(seed, position, id);
+}
 
 }  // namespace lockstep

@@ -17,19 +17,26 @@ std::vector<int32_t> DraftModelDrafter::propose(std::span<const int32_t> history
   if (keep == history.size()) --keep;  // the last token must be run to get its logits
   model_.truncate(*seq_, static_cast<int64_t>(keep));
   consumed_.resize(keep);
-  ForwardResult out = prefill(model_, *seq_, history);
-  consumed_.assign(history.begin(), history.end());
-
   std::vector<int32_t> context(history.begin(), history.end());
   std::vector<int32_t> drafts;
   const int64_t V = model_.config().vocab_size;
+  // The backend chooses each draft from the last row (only ids cross from a GPU).
+  const bool on_backend = backend_sampling_enabled();
+  rules_.clear();
+  if (on_backend) rules_.add(sampler_, {context, prompt_len}, V);
+  ForwardResult out = prefill(model_, *seq_, history, 0, PrefillRows::Last, rules_.rules());
+  consumed_.assign(history.begin(), history.end());
+
   for (int i = 0; i < k; ++i) {
-    const int32_t t = sampler_.choose({out.logits.data(), static_cast<size_t>(V)},
-                                      {context, prompt_len}, static_cast<int64_t>(context.size()));
+    const int32_t t = chosen_token(out, 0, sampler_, {context, prompt_len}, V);
     drafts.push_back(t);
     context.push_back(t);
     if (i + 1 == k) break;
+    rules_.clear();
+    if (on_backend) rules_.add(sampler_, {context, prompt_len}, V);
     ForwardItem item{seq_.get(), {&context.back(), 1}, ForwardItem::Logits::Last};
+    item.choose = rules_.rules();
+    item.hidden = false;
     out = model_.forward({&item, 1});
     consumed_.push_back(t);
   }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "decode/speculative/drafter.h"
+#include "decode/token_rules.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
 
@@ -21,6 +22,7 @@ class DraftModelDrafter final : public Drafter {
  private:
   Model& model_;
   Sampler sampler_;
+  TokenRules rules_;
   std::unique_ptr<SequenceState> seq_;
   std::vector<int32_t> consumed_;  // tokens in seq_'s cache, in order
 };

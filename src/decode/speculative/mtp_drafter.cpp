@@ -33,21 +33,31 @@ std::vector<int32_t> MtpSpecDrafter::propose(std::span<const int32_t> history, i
   valid_slots_ = std::min(valid_slots_, L - 2);
   mtp_.truncate(*seq_, valid_slots_);
   const int64_t first = valid_slots_, n = L - 1 - first;
+  std::vector<int32_t> context(history.begin(), history.end()), drafts;
+  // The backend chooses each draft (only the last slot's token is wanted; the hidden rows still
+  // come back, the chain reads them).
+  const bool on_backend = backend_sampling_enabled();
+  rules_.clear();
+  if (on_backend) {
+    for (int64_t i = 0; i + 1 < n; ++i) rules_.add_skip();
+    rules_.add(sampler_, {context, prompt_len}, V_);
+  }
   DraftItem item{seq_.get(), history.subspan(first + 1, n),
-                 {target_hidden_.data() + first * H_, static_cast<size_t>(n * H_)}};
+                 {target_hidden_.data() + first * H_, static_cast<size_t>(n * H_)},
+                 rules_.rules()};
   ForwardResult out = mtp_.draft({&item, 1});
   valid_slots_ = L - 1;
 
-  std::vector<int32_t> context(history.begin(), history.end()), drafts;
   int64_t row = out.rows - 1;
   for (int i = 0; i < k; ++i) {
-    const int32_t d = sampler_.choose({&out.logits[row * V_], static_cast<size_t>(V_)},
-                                      {context, prompt_len}, static_cast<int64_t>(context.size()));
+    const int32_t d = chosen_token(out, row, sampler_, {context, prompt_len}, V_);
     drafts.push_back(d);
     context.push_back(d);
     if (i + 1 == k) break;
     const std::vector<float> h(out.hidden.begin() + row * H_, out.hidden.begin() + (row + 1) * H_);
-    DraftItem chained{seq_.get(), {&context.back(), 1}, h};
+    rules_.clear();
+    if (on_backend) rules_.add(sampler_, {context, prompt_len}, V_);
+    DraftItem chained{seq_.get(), {&context.back(), 1}, h, rules_.rules()};
     out = mtp_.draft({&chained, 1});
     row = 0;
   }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "decode/speculative/drafter.h"
+#include "decode/token_rules.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
 
@@ -25,6 +26,7 @@ class MtpSpecDrafter final : public Drafter {
   MtpDrafter& mtp_;
   int64_t H_, V_;
   Sampler sampler_;
+  TokenRules rules_;
   std::unique_ptr<SequenceState> seq_;
   int64_t valid_slots_ = 0;           // slots 0..valid_slots_-1 used true hiddens
   std::vector<float> target_hidden_;  // [position][H]

@@ -85,6 +85,17 @@ class CpuBackend final : public Backend {
     std::memcpy(dst, src, bytes);
   }
   void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  // The logits are host memory already: the reference choice in place, row by row (rows are few,
+  // each one a pass over V).
+  void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> rules,
+                     int32_t* host_ids) override {
+    ChoiceScratch scratch;
+    for (size_t r = 0; r < rules.size(); ++r)
+      host_ids[r] = rules[r].skip ? -1
+                                  : choose_token({logits + static_cast<int64_t>(r) * V,
+                                                  static_cast<size_t>(V)},
+                                                 rules[r], scratch);
+  }
   Weight place(const Weight& host) override { return host; }
 
   void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) override {

@@ -140,6 +140,23 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
 // out[i][:] = x[rows[i]][:] for i < n, rows of D floats.
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out);
 
+// Backend::choose_tokens (kernels/token_choice.h) on device logits [rules.size()][V]: greedy and
+// unfiltered Gumbel-max rows, penalties included, chosen on the GPU bitwise as
+// kernels::choose_token (choose.cu); rows whose rule needs the sorted filters (top-k / top-p /
+// min-p) are downloaded alone and chosen on the host. Waits for the stream; ids to host_ids.
+void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> rules,
+                   int32_t* host_ids);
+namespace testing {
+// Device out[k] = choice::gumbel((k + 0.5) / 2^24) for every k < 2^24: every noise value
+// position_uniform can lead to.
+void gumbel_table(float* out);
+// Device out[id] = choice::position_uniform(seed, position, id) for id < n.
+void position_uniforms(uint64_t seed, int64_t position, int64_t n, float* out);
+// Device out[id] = the score choose_tokens compares for id under `rule` (its penalty list is
+// uploaded here): the penalised logit (greedy) or its Gumbel-max score. Waits for the stream.
+void choice_scores(const float* logits, int64_t V, const TokenRule& rule, float* out);
+}  // namespace testing
+
 }  // namespace lockstep::kernels::cuda
 
 // --- Gated DeltaNet (Qwen3.5 linear-attention layers; kernels/gated_delta.h has the math) -------
