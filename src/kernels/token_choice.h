@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "kernels/math.h"
+#if defined(__CUDACC__)
+#include "kernels/cuda/common.cuh"  // the device port of log_f32
+#endif
 
 #if defined(__CUDACC__)
 #define LOCKSTEP_HD __host__ __device__ __forceinline__
@@ -122,35 +125,11 @@ LOCKSTEP_HD float penalized(float v, int32_t output_count, int32_t seen, float r
   return v;
 }
 
-// Natural log, kernels::log_f32 (math.h) on the host; on the device the same algorithm and
-// operation order with explicit intrinsics.
+// Natural log: kernels::log_f32 (math.h) on the host, its device port (cuda/common.cuh: the same
+// algorithm and operation order with explicit intrinsics) on the GPU.
 LOCKSTEP_HD float log(float x) {
 #if defined(__CUDA_ARCH__)
-  if (isnan(x) || x < 0.0f) return __int_as_float(0x7fc00000);
-  if (x == 0.0f) return __int_as_float(0xff800000);
-  if (isinf(x)) return x;
-  int e = 0;
-  if (x < 1.17549435e-38f) {  // subnormal: scale up by 2^23
-    x = __fmul_rn(x, 8388608.0f);
-    e = -23;
-  }
-  const unsigned b = __float_as_uint(x);
-  e += static_cast<int>(b >> 23) - 127;
-  float m = __uint_as_float((b & 0x7fffffu) | 0x3f800000u);  // [1, 2)
-  if (m > 1.41421356f) {
-    m = __fmul_rn(m, 0.5f);
-    ++e;
-  }
-  const float s = __fdiv_rn(__fsub_rn(m, 1.0f), __fadd_rn(m, 1.0f)), s2 = __fmul_rn(s, s);
-  float p = 2.0f / 11.0f;
-  p = __fmaf_rn(p, s2, 2.0f / 9.0f);
-  p = __fmaf_rn(p, s2, 2.0f / 7.0f);
-  p = __fmaf_rn(p, s2, 2.0f / 5.0f);
-  p = __fmaf_rn(p, s2, 2.0f / 3.0f);
-  p = __fmaf_rn(p, s2, 2.0f);
-  const float logm = __fmul_rn(p, s);
-  const float fe = static_cast<float>(e);
-  return __fmaf_rn(fe, 0.693145751953125f, __fmaf_rn(fe, 1.428606765330187045e-06f, logm));
+  return cuda::detail::log_f32(x);
 #else
   return log_f32(x);
 #endif

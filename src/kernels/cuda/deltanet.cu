@@ -41,36 +41,6 @@ constexpr int kStageMax = 2 * kMaxHeadDim + kTile + 2;  // q | k | v tile | g | 
 constexpr int kStageLoads = (kStageMax + kStepThreads - 1) / kStepThreads;
 constexpr int kNormThreads = 128;  // gated_rms_norm: one warp per row
 
-// ln(x), the algorithm and operation order of kernels::log_f32 (math.h).
-__device__ __forceinline__ float log_f32(float x) {
-  if (isnan(x) || x < 0.0f) return __int_as_float(0x7fc00000);
-  if (x == 0.0f) return __int_as_float(static_cast<int>(0xff800000u));
-  if (isinf(x)) return x;
-  int e = 0;
-  if (x < 1.17549435e-38f) {
-    x = __fmul_rn(x, 8388608.0f);
-    e = -23;
-  }
-  const unsigned b = __float_as_uint(x);
-  e += static_cast<int>(b >> 23) - 127;
-  float m = __uint_as_float((b & 0x7fffffu) | 0x3f800000u);
-  if (m > 1.41421356f) {
-    m = __fmul_rn(m, 0.5f);
-    ++e;
-  }
-  const float s = __fdiv_rn(__fsub_rn(m, 1.0f), __fadd_rn(m, 1.0f));
-  const float s2 = __fmul_rn(s, s);
-  float p = 2.0f / 11.0f;
-  p = __fmaf_rn(p, s2, 2.0f / 9.0f);
-  p = __fmaf_rn(p, s2, 2.0f / 7.0f);
-  p = __fmaf_rn(p, s2, 2.0f / 5.0f);
-  p = __fmaf_rn(p, s2, 2.0f / 3.0f);
-  p = __fmaf_rn(p, s2, 2.0f);
-  const float logm = __fmul_rn(p, s);
-  const float fe = static_cast<float>(e);
-  return __fmaf_rn(fe, 0.693145751953125f, __fmaf_rn(fe, 1.428606765330187045e-06f, logm));
-}
-
 // kernels::log1p_f32 and softplus_f32 (math.h).
 __device__ __forceinline__ float log1p_f32(float u) {
   const float w = __fadd_rn(1.0f, u);
