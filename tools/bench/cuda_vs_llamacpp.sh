@@ -28,7 +28,7 @@
 #  4. Summary: per engine and setting the median over rounds of each run's median tok/s;
 #     llama.cpp's best setting for prefill and for decode; lockstep / llama.cpp ratios (of those
 #     medians, and per round).
-# Environment: P (2048), N (128), R (3), ROUNDS (2), BUDGET_S (470), DEADLINE_S (560: no step
+# Environment: QUIET_AFTER (a file whose creation starts the timed steps), P (2048), N (128), R (3), ROUNDS (2), BUDGET_S (470), DEADLINE_S (560: no step
 #   starts, and every step's timeout ends, by then; lower both when this follows other work in
 #   the same 600 s call), BUILD_TIMEOUT_S (390), LLAMA_UB (512,2048), FAST (1; 0 skips lockstep
 #   --numerics fast), LLAMA_CUDA_BUILD (/tmp/llama-cuda-build),
@@ -151,6 +151,13 @@ finish_build() {  # waits for the background build; sets ll_ok
       grep -E 'error:|CMake Error|FAILED:|No such file|cannot find' "$blog" | head -8 | tee -a "$sum" >>"$log"
       tail -5 "$blog" | tee -a "$sum" >>"$log"
     fi
+  fi
+  # QUIET_AFTER=FILE: other GPU work shares this call (tools/cuda/device_check.sh); nothing is
+  # timed before it creates FILE (or the deadline nears).
+  if [ -n "${QUIET_AFTER:-}" ]; then
+    stamp "waiting for $QUIET_AFTER"
+    while [ ! -e "$QUIET_AFTER" ] && [ $(( deadline - $(elapsed) )) -gt 200 ]; do sleep 2; done
+    stamp "quiet: $( [ -e "$QUIET_AFTER" ] && echo yes || echo "no, going on (deadline)")"
   fi
   ll_ver=$(RUN_LLAMA_BENCH_VERBOSE=1 timeout 60 "$ll_bin" --version 2>&1)
   ll_ok=$?

@@ -3,10 +3,11 @@
 # versus GPU token agreement, and decode/prefill benchmarks, with a summary at the end. Run from
 # the repo root after tools/cuda/pack_engine.sh here and a `run` that carries .cuda-carry-engine.
 # Logs go to $OUT (or ./cuda-logs).
-#   tools/cuda/engine_on_device.sh [full|quick|gates]
+#   tools/cuda/engine_on_device.sh [full|quick|check|gates]
 #     full (default): everything; quick: op tests, shipped-model gates and agreement;
-#     gates: op tests and every gate, no agreement or benchmarks
+#     check: everything but the benchmarks; gates: op tests and every gate
 #   RANDOM_GATE_TOKENS (default 32): tokens per generation in the random-checkpoint gates
+#   SANITIZE=1: also the op tests under compute-sanitizer memcheck and racecheck (SANITIZE_FILTER)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -38,9 +39,23 @@ nvidia-smi -L | tee -a "$summary"
 # 0. The GPU op tests (tests/cuda, when packed): per-op invariance and accuracy on the GPU.
 if [ -x "$carry/bin/run-cuda_tests" ]; then
   stamp "cuda_tests"
-  timeout 180 "$carry/bin/run-cuda_tests" >"$out/cuda_tests.log" 2>&1
+  timeout 240 "$carry/bin/run-cuda_tests" >"$out/cuda_tests.log" 2>&1
   note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/cuda_tests.log" | head -20 | tee -a "$summary"
+fi
+
+# 0b. SANITIZE=1: the op tests under compute-sanitizer (memcheck: out-of-bounds and misaligned
+#     accesses, leaks; racecheck: shared-memory hazards). Tools slow kernels 10-100x, so a subset
+#     that still reaches every kernel family; the binary itself runs (the wrapper is a shell).
+if [ "${SANITIZE:-0}" = 1 ] && [ -x "$carry/bin/cuda_tests" ] && command -v compute-sanitizer >/dev/null; then
+  filter="${SANITIZE_FILTER:-CudaTest.*:Shapes/AttentionTest.*/1:Shapes/LinearTest.*/0}"
+  for tool in memcheck racecheck; do
+    stamp "compute-sanitizer $tool"
+    LD_LIBRARY_PATH="$carry/lib" timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$carry/bin/cuda_tests" --gtest_filter="$filter" >"$out/sanitize_$tool.log" 2>&1
+    rc=$?
+    note "compute-sanitizer $tool (rc $rc): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_$tool.log" | tail -1)"
+  done
 fi
 
 # 1. The shipped dense model (qwen3, 8k vocab) as target, its own 4-bit quantization as the draft
@@ -111,7 +126,7 @@ timeout 150 "$bin" verify --device cuda -m "$work/q35" --prompts "$work/ids35.js
   >"$out/gate_q35.log" 2>&1
 note "gate random qwen3.5-0.8b (cuda): $(grep -E '^(PASS|FAIL|DIVERGED)|error|terminate' "$out/gate_q35.log" | head -1)"
 
-[ "$mode" = gates ] && { echo "=== summary ==="; cat "$summary"; exit 0; }
+case "$mode" in gates|check) echo "=== summary ==="; cat "$summary"; exit 0 ;; esac
 
 # 4. Benchmarks: the BF16 tensor-core peak through cuBLAS (PyTorch), then lockstep bench.
 stamp "peak"
