@@ -17,6 +17,7 @@
 #include "cli/command.h"
 #include "cli/common.h"
 #include "cli/spec_flags.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "decode/bench.h"
 #include "kernels/peak.h"
@@ -152,7 +153,8 @@ int run_bench_command(BenchFlags& f) {
   f.bench.drafter = drafter.get();
   f.bench.draft_width =
       f.spec.draft_width > 0 ? f.spec.draft_width : default_draft_width(f.spec.spec);
-  const Workload w = workload_of(dir, model->config());
+  const Workload w = workload_of(dir, model->config(),
+                                 static_cast<int64_t>(dtype_size(model->kv_pool().dtype())));
   const std::vector<BenchRun> runs = run_bench(*model, f.bench);
 
   const double p = static_cast<double>(f.bench.prompt_tokens);

@@ -13,7 +13,7 @@ namespace {
 bool contains(const std::string& s, const std::string& p) { return s.find(p) != std::string::npos; }
 }  // namespace
 
-Workload workload_of(const std::string& dir, const ModelConfig& c) {
+Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_elem_bytes) {
   auto ckpt = Checkpoint::open(dir);
   const bool untied = ckpt->has("lm_head.weight");
   Workload w;
@@ -31,7 +31,7 @@ Workload workload_of(const std::string& dir, const ModelConfig& c) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     (c.layer_kind(l) == LayerKind::FullAttention ? full : linear) += 1;
   const double kvd = static_cast<double>(c.num_key_value_heads * c.head_dim);
-  w.kv_bytes_per_pos = full * 2 * kvd * sizeof(float);  // F32 keys and values
+  w.kv_bytes_per_pos = full * 2 * kvd * static_cast<double>(kv_elem_bytes);  // keys and values
   w.attn_flops_per_pos = full * 4.0 * c.num_attention_heads * c.head_dim;  // q.k and p.v
   const double state = static_cast<double>(c.linear_num_value_heads) * c.linear_key_head_dim *
                        c.linear_value_head_dim;

@@ -31,7 +31,9 @@ struct Workload {
     return 2 * linear_params + attn_flops_per_pos * ctx + state_flops;
   }
 };
-Workload workload_of(const std::string& dir, const ModelConfig& config);
+// kv_elem_bytes: bytes of one cached key or value element (the model's KvPool dtype: 4 on the
+// CPU, 2 on CUDA).
+Workload workload_of(const std::string& dir, const ModelConfig& config, int64_t kv_elem_bytes);
 
 struct BenchOptions {
   int64_t prompt_tokens = 512, gen_tokens = 128;

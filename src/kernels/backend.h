@@ -135,6 +135,12 @@ class Backend {
   virtual void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> rules,
                              int32_t* host_ids) = 0;
 
+  // The element type of KV caches in this backend's memory (KvPool sizes its blocks by it,
+  // KvLayerView carries it): F32 on the CPU; BF16 on CUDA, whose attention kernels round every
+  // key and value to BF16 (nearest-even) before the tensor cores anyway, so a cache stored
+  // already rounded gives the same bits with half the bytes.
+  virtual DType kv_dtype() const = 0;
+
   // A weight as this backend computes with it: the CPU uses the checkpoint's (mapped) bytes in
   // place; CUDA keeps a device copy (BF16) owned by the backend for its lifetime.
   virtual Weight place(const Weight& host) = 0;
@@ -181,7 +187,8 @@ class Backend {
   //   rope(q, T, n_heads, ...); rope(k, T, n_kv_heads, ...); kv_write(kv, k, v, T, slots)
   virtual void attention_prep(const AttentionPrep& p, const KvLayerView& kv) = 0;
   virtual void sigmoid_mul(float* x, const float* gate, int64_t n) = 0;  // x *= sigmoid(gate)
-  // Row t's key and value (kv_dim floats each) into slot slots[t] of the layer's cache.
+  // Row t's key and value (kv_dim floats each) into slot slots[t] of the layer's cache, converted
+  // to kv.dtype (kv_dtype(); BF16: round to nearest even).
   virtual void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t T,
                         const int32_t* slots) = 0;
   virtual void attention(const float* q, int64_t T, const AttentionBatch& rows, int64_t n_heads,

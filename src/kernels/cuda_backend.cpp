@@ -401,6 +401,9 @@ class CudaBackend final : public Backend {
     current_ = nullptr;
   }
 
+  // BF16: the attention kernels round keys and values to BF16 anyway (cuda_ops.h).
+  DType kv_dtype() const override { return cuda::kKvDtype; }
+
   Weight place(const Weight& host) override {
     if (!host.data) return host;
     if (prof_) prof_->release();
@@ -533,10 +536,11 @@ class CudaBackend final : public Backend {
   }
   void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t T,
                 const int32_t* slots) override {
+    if (kv.dtype != cuda::kKvDtype) fail("CUDA kv_write: the KV cache must be BF16");
     if (skip(Trace() << 18 << kv.k << kv.v << k << v << T << slots)) return;
     OpScope t(prof_.get(), "kv_write");
-    cuda::kv_write(k, v, T, kv.n_kv_heads * kv.head_dim, slots, const_cast<float*>(kv.k),
-                   const_cast<float*>(kv.v));
+    cuda::kv_write(k, v, T, kv.n_kv_heads * kv.head_dim, slots, const_cast<void*>(kv.k),
+                   const_cast<void*>(kv.v));
   }
   void attention(const float* q, int64_t T, const AttentionBatch& rows, int64_t n_heads,
                  const KvLayerView& kv, float scale, float* out) override {

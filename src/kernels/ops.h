@@ -78,12 +78,15 @@ void softmax(float* x, int64_t n);
 int64_t argmax(const float* x, int64_t n);
 
 // One layer of a paged KV cache: blocks of block_tokens positions, each [block_tokens][n_kv_heads]
-// [head_dim] float32 for keys (k) and values (v); a sequence's position p lives in block
-// block_table[p / block_tokens] at slot p % block_tokens.
+// [head_dim] elements of `dtype` for keys (k) and values (v); a sequence's position p lives in
+// block block_table[p / block_tokens] at slot p % block_tokens. The element type is the backend's
+// choice (Backend::kv_dtype: F32 on the CPU, BF16 on CUDA, whose kernels round K and V to BF16
+// anyway), so the pointers are untyped; each kernel checks the dtype it reads.
 struct KvLayerView {
-  const float* k = nullptr;
-  const float* v = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
   int64_t block_tokens = 0, n_kv_heads = 0, head_dim = 0;
+  DType dtype = DType::F32;
 };
 
 // Causal attention of T query rows over a paged KV cache.
@@ -91,8 +94,8 @@ struct AttentionRow {
   const int32_t* block_table;  // the sequence's KV blocks
   int64_t n_keys;              // attend to key positions [0, n_keys): the query's position + 1
 };
-// q: [T][n_heads][head_dim], out: [T][n_heads][head_dim]; GQA: head h reads kv head
-// h / (n_heads / n_kv_heads). For each (row, head) the scores are reduced with the dot schedule,
+// q: [T][n_heads][head_dim], out: [T][n_heads][head_dim]; kv.dtype must be F32 (throws
+// otherwise). GQA: head h reads kv head h / (n_heads / n_kv_heads). For each (row, head) the scores are reduced with the dot schedule,
 // the softmax sum over positions with the 16-lane schedule in position order, and the values
 // accumulated in position order: nothing depends on T, on the block size or on other rows.
 void attention(const float* q, int64_t T, std::span<const AttentionRow> rows, int64_t n_heads,

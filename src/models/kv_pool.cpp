@@ -11,12 +11,15 @@ KvPool::KvPool(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t b
     : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim),
       block_tokens_(block_tokens),
       own_backend_(backend ? nullptr : kernels::make_cpu_backend()),
-      backend_(backend ? backend : own_backend_.get()) {
+      backend_(backend ? backend : own_backend_.get()),
+      dtype_(backend_->kv_dtype()),
+      elem_bytes_(dtype_size(dtype_)) {
   if (block_tokens <= 0) fail("KV block size must be positive, got ", block_tokens);
   n_blocks_ = std::max<int64_t>(1, (capacity_tokens + block_tokens - 1) / block_tokens);
-  layer_floats_ = static_cast<size_t>(n_blocks_ * block_tokens * n_kv_heads * head_dim);
-  map_bytes_ = std::max<size_t>(1, layer_floats_ * 2 * n_layers * sizeof(float));
-  base_ = static_cast<float*>(backend_->allocate(map_bytes_, /*lazy=*/true));
+  layer_bytes_ =
+      static_cast<size_t>(n_blocks_ * block_tokens * n_kv_heads * head_dim) * elem_bytes_;
+  map_bytes_ = std::max<size_t>(1, layer_bytes_ * 2 * n_layers);
+  base_ = static_cast<char*>(backend_->allocate(map_bytes_, /*lazy=*/true));
   // Hand out low block ids first so touched memory stays compact.
   for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
@@ -26,7 +29,7 @@ KvPool::~KvPool() {
 }
 
 int64_t KvPool::bytes_per_token() const {
-  return 2 * n_layers_ * n_kv_heads_ * head_dim_ * static_cast<int64_t>(sizeof(float));
+  return 2 * n_layers_ * n_kv_heads_ * head_dim_ * static_cast<int64_t>(elem_bytes_);
 }
 
 int64_t KvPool::bytes_in_use() const {
@@ -57,20 +60,21 @@ void KvPool::shrink(std::vector<int32_t>& blocks, int64_t tokens) {
 void KvPool::copy_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& dst,
                          int64_t tokens) {
   reserve(dst, tokens);
-  const size_t block_floats = static_cast<size_t>(block_tokens_ * n_kv_heads_ * head_dim_);
+  const size_t block_bytes =
+      static_cast<size_t>(block_tokens_ * n_kv_heads_ * head_dim_) * elem_bytes_;
   for (int64_t l = 0; l < n_layers_; ++l)
     for (size_t b = 0; b < dst.size(); ++b)
       for (int kv = 0; kv < 2; ++kv) {
-        float* layer_base = base_ + (2 * static_cast<size_t>(l) + kv) * layer_floats_;
-        float* to = layer_base + dst[b] * block_floats;
-        const float* from = layer_base + src[b] * block_floats;
-        backend_->copy(to, from, block_floats * sizeof(float));
+        char* layer_base = base_ + (2 * static_cast<size_t>(l) + kv) * layer_bytes_;
+        char* to = layer_base + dst[b] * block_bytes;
+        const char* from = layer_base + src[b] * block_bytes;
+        backend_->copy(to, from, block_bytes);
       }
 }
 
 kernels::KvLayerView KvPool::layer(int64_t l) const {
-  const float* k = base_ + 2 * static_cast<size_t>(l) * layer_floats_;
-  return {k, k + layer_floats_, block_tokens_, n_kv_heads_, head_dim_};
+  const char* k = base_ + 2 * static_cast<size_t>(l) * layer_bytes_;
+  return {k, k + layer_bytes_, block_tokens_, n_kv_heads_, head_dim_, dtype_};
 }
 
 }  // namespace lockstep

@@ -1,8 +1,9 @@
 // The KV cache: one pool of fixed-size blocks shared by every sequence of a model (the scheduler
 // admits requests by free blocks, not by a fixed split per slot). Block b of layer l holds
-// block_tokens positions of keys and of values, each [n_kv_heads][head_dim] float32. The storage
-// is reserved as virtual memory up front and the OS commits pages as blocks are first written,
-// so a large capacity costs nothing until used.
+// block_tokens positions of keys and of values, each [n_kv_heads][head_dim] elements of the
+// backend's kv_dtype() (float32 on the CPU, BF16 on CUDA). The storage is reserved as virtual
+// memory up front and the OS commits pages as blocks are first written, so a large capacity
+// costs nothing until used.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@ class KvPool {
   int64_t block_tokens() const { return block_tokens_; }
   int64_t total_blocks() const { return n_blocks_; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  DType dtype() const { return dtype_; }  // element type of keys and values
   int64_t bytes_per_token() const;  // keys + values over all layers
   int64_t bytes_in_use() const;
 
@@ -49,8 +51,10 @@ class KvPool {
   int64_t n_layers_, n_kv_heads_, head_dim_, block_tokens_, n_blocks_;
   std::unique_ptr<kernels::Backend> own_backend_;  // when the caller gave none
   kernels::Backend* backend_;
-  size_t layer_floats_ = 0;  // floats of one layer's keys (values alike)
-  float* base_ = nullptr;
+  DType dtype_;
+  size_t elem_bytes_;
+  size_t layer_bytes_ = 0;  // bytes of one layer's keys (values alike)
+  char* base_ = nullptr;
   size_t map_bytes_ = 0;
   std::vector<int32_t> free_;
 };

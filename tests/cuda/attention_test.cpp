@@ -1,7 +1,8 @@
 // CUDA attention: a row's output bits do not depend on T, on the row's position in the call, on
 // the other rows (their number, lengths or sequences), on max_keys, on the KV block size, on the
 // rows per block or on which launch ran (split chunks + merge, decode's, or the walk, prefill's);
-// accuracy against an FP64 reference with tolerances for BF16 inputs.
+// accuracy against an FP64 reference with tolerances for BF16 inputs. The device cache is BF16
+// (kKvDtype), built here by rounding the host keys and values as kv_write does.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,7 +31,7 @@ struct PagedCache {
   std::vector<int32_t> table;   // logical block -> physical block
   std::vector<int32_t> table2;  // a second copy of the same positions in other blocks
   std::vector<float> k, v;     // host copies, [n_blocks * bt][kv_dim]
-  DeviceBuffer<float> dk, dv;
+  DeviceBuffer<uint16_t> dk, dv;  // the device cache: k, v as kv_write stores them (BF16)
   DeviceBuffer<int32_t> dtable;
 
   PagedCache(const std::vector<float>& keys, const std::vector<float>& values, int64_t kv_dim,
@@ -55,8 +56,8 @@ struct PagedCache {
         std::copy(values.begin() + p * kv_dim, values.begin() + (p + 1) * kv_dim,
                   v.begin() + slot * kv_dim);
       }
-    dk = DeviceBuffer<float>(k);
-    dv = DeviceBuffer<float>(v);
+    dk = DeviceBuffer<uint16_t>(kv_elements(k));
+    dv = DeviceBuffer<uint16_t>(kv_elements(v));
     dtable = DeviceBuffer<int32_t>(table);
   }
 };
@@ -76,7 +77,8 @@ struct Overrides {
 float bf16_round(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
 // FP64 attention of one (query row, head) over positions [0, n) of [position][kv head][hd] keys
-// and values; `round` rounds q, keys and values to BF16 first (what the kernel computes on).
+// and values; `round` rounds q, keys and values to BF16 first (what the kernel computes on: q
+// rounded as staged, keys and values as the BF16 cache holds them).
 void reference_row(const float* q, const std::vector<float>& keys, const std::vector<float>& values,
                    int64_t kv_dim, int64_t kh, int64_t hd, int64_t n, double scale, bool round,
                    double* out) {
@@ -124,6 +126,7 @@ class AttentionTest : public CudaTest, public ::testing::WithParamInterface<Shap
     kv.block_tokens = c.bt;
     kv.n_kv_heads = s.n_kv_heads;
     kv.head_dim = s.head_dim;
+    kv.dtype = kKvDtype;
     attention(dq.get(), T, dtables.get(), stride, dnk.get(), max_keys, s.n_heads, kv,
               1.0f / std::sqrt(static_cast<float>(s.head_dim)), dout.get());
     return dout.to_host();
@@ -274,7 +277,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
 
 TEST_F(CudaTest, AttentionZeroKeysGivesZeros) {
   const int64_t hd = 128;
-  DeviceBuffer<float> dq(random_floats(hd, 5)), dout(hd), dk(16 * hd), dv(16 * hd);
+  DeviceBuffer<float> dq(random_floats(hd, 5)), dout(hd);
+  DeviceBuffer<uint16_t> dk(16 * hd), dv(16 * hd);
   DeviceBuffer<int32_t> dtable(std::vector<int32_t>{0}), dnk(std::vector<int32_t>{0});
   KvLayerView kv;
   kv.k = dk.get();
@@ -282,6 +286,7 @@ TEST_F(CudaTest, AttentionZeroKeysGivesZeros) {
   kv.block_tokens = 16;
   kv.n_kv_heads = 1;
   kv.head_dim = hd;
+  kv.dtype = kKvDtype;
   attention(dq.get(), 1, dtable.get(), 1, dnk.get(), 0, 1, kv, 0.1f, dout.get());
   for (float x : dout.to_host()) EXPECT_EQ(x, 0.0f);
 }

@@ -62,8 +62,19 @@ inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 
   return v;
 }
 
+// Host floats as the GPU KV cache holds them (kKvDtype: BF16, nearest-even, kv_write's rounding).
+static_assert(kKvDtype == DType::BF16, "the tests build BF16 device KV caches");
+inline std::vector<uint16_t> kv_elements(const std::vector<float>& x) {
+  std::vector<uint16_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = f32_to_bf16(x[i]);
+  return out;
+}
+
 inline bool same_bits(const float* a, const float* b, size_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+inline bool same_bits(const uint16_t* a, const uint16_t* b, size_t n) {
+  return std::memcmp(a, b, n * sizeof(uint16_t)) == 0;
 }
 
 class CudaTest : public ::testing::Test {

@@ -101,22 +101,32 @@ TEST_F(CudaTest, DataMovementOpsAreExact) {
       ASSERT_EQ(q[r * hd + d], qg[r * 2 * hd + d]);
       ASSERT_EQ(gate[r * hd + d], qg[r * 2 * hd + hd + d]);
     }
-  // kv_write
+  // kv_write: the cache (kKvDtype, BF16) holds exactly bf16_rne of each key and value, ties to
+  // even, signed zeros, subnormals, infinities and overflow included (NaN is left out: the GPU's
+  // conversion gives the canonical NaN, the host's keeps the payload).
   const int64_t T = 5, kv_dim = 256, slots_total = 64;
-  const auto k = random_floats(T * kv_dim, 14), v = random_floats(T * kv_dim, 15);
+  auto k = random_floats(T * kv_dim, 14), v = random_floats(T * kv_dim, 15);
+  const float edge[] = {0x1.01p0f, 0x1.03p0f, -0x1.03p0f, 0x1.0301p0f, 0x1.02fffep0f,
+                        0.0f, -0.0f, 1e-40f, -3e-39f, 0x1p-133f, INFINITY, -INFINITY,
+                        3.4028235e38f, -3.39e38f, 65504.0f, 1e-30f};
+  for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); ++i) {
+    k[37 + i] = edge[i];
+    v[kv_dim * 3 + 5 * i] = edge[i];
+  }
   const std::vector<int32_t> slots = {7, 0, 63, 32, 8};
-  DeviceBuffer<float> dk(k), dv(v), kc(slots_total * kv_dim), vc(slots_total * kv_dim);
+  DeviceBuffer<float> dk(k), dv(v);
+  DeviceBuffer<uint16_t> kc(slots_total * kv_dim), vc(slots_total * kv_dim);
   DeviceBuffer<int32_t> dslots(slots);
-  fill_zero(kc.get(), slots_total * kv_dim * 4);
-  fill_zero(vc.get(), slots_total * kv_dim * 4);
+  fill_zero(kc.get(), slots_total * kv_dim * 2);
+  fill_zero(vc.get(), slots_total * kv_dim * 2);
   kv_write(dk.get(), dv.get(), T, kv_dim, dslots.get(), kc.get(), vc.get());
   const auto hk = kc.to_host(), hv = vc.to_host();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < kv_dim; ++j) {
-      ASSERT_EQ(hk[slots[t] * kv_dim + j], k[t * kv_dim + j]);
-      ASSERT_EQ(hv[slots[t] * kv_dim + j], v[t * kv_dim + j]);
+      ASSERT_EQ(hk[slots[t] * kv_dim + j], f32_to_bf16(k[t * kv_dim + j])) << "k " << t << " " << j;
+      ASSERT_EQ(hv[slots[t] * kv_dim + j], f32_to_bf16(v[t * kv_dim + j])) << "v " << t << " " << j;
     }
-  EXPECT_EQ(hk[1 * kv_dim], 0.0f);
+  EXPECT_EQ(hk[1 * kv_dim], 0u);
   // gather_rows
   const int64_t D = 300;
   const auto x = random_floats(10 * D, 16);

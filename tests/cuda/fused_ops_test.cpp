@@ -126,16 +126,18 @@ void check_prep(const PrepCase& c) {
   DeviceBuffer<int32_t> dslots(slots);
 
   struct Out {
-    std::vector<float> q, k, kc, vc;
+    std::vector<float> q, k;
+    std::vector<uint16_t> kc, vc;  // the BF16 cache (kKvDtype)
   };
   // rows [start, start + M) through the fused op (fused) or the ops one by one.
   auto run = [&](int64_t start, int64_t M, bool fused) {
     DeviceBuffer<float> dqin(std::vector<float>(qin.begin() + start * nh * qin_stride,
                                                 qin.begin() + (start + M) * nh * qin_stride));
     DeviceBuffer<float> dk(std::vector<float>(k.begin() + start * kvd, k.begin() + (start + M) * kvd));
-    DeviceBuffer<float> dq(M * nh * hd), kc(slots_total * kvd), vc(slots_total * kvd);
-    fill_zero(kc.get(), slots_total * kvd * 4);
-    fill_zero(vc.get(), slots_total * kvd * 4);
+    DeviceBuffer<float> dq(M * nh * hd);
+    DeviceBuffer<uint16_t> kc(slots_total * kvd), vc(slots_total * kvd);
+    fill_zero(kc.get(), slots_total * kvd * 2);
+    fill_zero(vc.get(), slots_total * kvd * 2);
     float* q = c.gated ? dq.get() : dqin.get();
     KvLayerView kv;
     kv.k = kc.get();
@@ -143,6 +145,7 @@ void check_prep(const PrepCase& c) {
     kv.n_kv_heads = nkv;
     kv.head_dim = hd;
     kv.block_tokens = 16;
+    kv.dtype = kKvDtype;
     const float* vrows = dv.get() + start * kvd;
     const float* rows_cs = dcs.get() + start * c.rotary;
     const int32_t* rows_slots = dslots.get() + start;
@@ -191,6 +194,13 @@ void check_prep(const PrepCase& c) {
     ASSERT_TRUE(same_bits(f.k.data(), u.k.data(), f.k.size())) << what << " k, M=" << M;
     ASSERT_TRUE(same_bits(f.kc.data(), u.kc.data(), f.kc.size())) << what << " k cache, M=" << M;
     ASSERT_TRUE(same_bits(f.vc.data(), u.vc.data(), f.vc.size())) << what << " v cache, M=" << M;
+    // The cache holds exactly bf16_rne of the op's own k output and of v.
+    for (int64_t t = 0; t < M; ++t)
+      for (int64_t j = 0; j < kvd; ++j) {
+        const int64_t at = slots[start + t] * kvd + j;
+        ASSERT_EQ(f.kc[at], f32_to_bf16(f.k[t * kvd + j])) << what << " k cache, M=" << M;
+        ASSERT_EQ(f.vc[at], f32_to_bf16(v[(start + t) * kvd + j])) << what << " v cache, M=" << M;
+      }
     // Rows alone (spot-check three of them) equal the same rows of the batch.
     for (int64_t i : {int64_t{0}, M / 2, M - 1}) {
       const Out a = run(start + i, 1, true);
@@ -318,8 +328,9 @@ TEST_F(CudaTest, FusedOpsReplayFromAGraph) {
   Floats qk_w = be->upload(random_floats(hd, 107, 0.5f, 1.5f));
   Floats cs = be->upload(random_floats(T * hd, 108));
   Ints slots = be->upload(std::vector<int32_t>{5, 1, 9});
-  Floats kc = be->upload(std::vector<float>(16 * nkv * hd, 0.0f));
-  Floats vc = be->upload(std::vector<float>(16 * nkv * hd, 0.0f));
+  ASSERT_EQ(be->kv_dtype(), kKvDtype);
+  DeviceArray<uint16_t> kc = be->upload(std::vector<uint16_t>(16 * nkv * hd, 0));
+  DeviceArray<uint16_t> vc = be->upload(std::vector<uint16_t>(16 * nkv * hd, 0));
   Floats h = be->array<float>(T * H), q = be->array<float>(T * nh * hd),
          k = be->array<float>(T * nkv * hd), v = be->array<float>(T * nkv * hd);
   KvLayerView kv;
@@ -328,6 +339,7 @@ TEST_F(CudaTest, FusedOpsReplayFromAGraph) {
   kv.n_kv_heads = nkv;
   kv.head_dim = hd;
   kv.block_tokens = 16;
+  kv.dtype = be->kv_dtype();
   const std::vector<float> x0 = be->download(x.data(), T * H);
   auto step = [&](const std::string& key) {
     be->upload(x.data(), x0.data(), x0.size() * sizeof(float));  // the same input every time
@@ -352,8 +364,8 @@ TEST_F(CudaTest, FusedOpsReplayFromAGraph) {
     p.slots = slots.data();
     be->attention_prep(p, kv);
     std::vector<float> out = be->download(q.data(), T * nh * hd);
-    const std::vector<float> kcache = be->download(kc.data(), 16 * nkv * hd);
-    out.insert(out.end(), kcache.begin(), kcache.end());
+    const std::vector<uint16_t> kcache = be->download(kc.data(), 16 * nkv * hd);
+    for (uint16_t e : kcache) out.push_back(bf16_to_f32(e));  // exact
     const std::vector<float> xs = be->download(x.data(), T * H);
     out.insert(out.end(), xs.begin(), xs.end());
     be->end_step(true);

@@ -27,8 +27,10 @@ struct Net {
   DeviceBuffer<int32_t> tables, n_keys, slots;
   int64_t max_keys = 0;
   // State (reset before each run) and activations.
-  std::vector<float> x0, kc0, vc0;
-  DeviceBuffer<float> x, delta, h, qb, kb, vb, attn, gb, ub, act, save, zeroed, kc, vc, logits;
+  std::vector<float> x0;
+  std::vector<uint16_t> kc0, vc0;  // the BF16 cache (kKvDtype)
+  DeviceBuffer<float> x, delta, h, qb, kb, vb, attn, gb, ub, act, save, zeroed, logits;
+  DeviceBuffer<uint16_t> kc, vc;
 
   static Weight bf16(const DeviceBuffer<uint16_t>& b, int64_t rows, int64_t cols) {
     Weight w;
@@ -72,22 +74,22 @@ struct Net {
     slots = DeviceBuffer<int32_t>(sl);
     const int64_t cache = T * kBlocksPerRow * kBlock * kKv * kHd;
     x0 = random_floats(T * kD, 21, -2.0f, 2.0f);
-    kc0 = random_floats(cache, 22);
-    vc0 = random_floats(cache, 23);
+    kc0 = kv_elements(random_floats(cache, 22));
+    vc0 = kv_elements(random_floats(cache, 23));
     x = DeviceBuffer<float>(T * kD), delta = DeviceBuffer<float>(T * kD);
     h = DeviceBuffer<float>(T * kD), qb = DeviceBuffer<float>(T * kHeads * kHd);
     kb = DeviceBuffer<float>(T * kKv * kHd), vb = DeviceBuffer<float>(T * kKv * kHd);
     attn = DeviceBuffer<float>(T * kHeads * kHd), gb = DeviceBuffer<float>(T * kF);
     ub = DeviceBuffer<float>(T * kF), act = DeviceBuffer<float>(T * kF);
     save = DeviceBuffer<float>(T * kD), zeroed = DeviceBuffer<float>(T * kD);
-    kc = DeviceBuffer<float>(cache), vc = DeviceBuffer<float>(cache);
+    kc = DeviceBuffer<uint16_t>(cache), vc = DeviceBuffer<uint16_t>(cache);
     logits = DeviceBuffer<float>(T * kV);
   }
 
   void reset() {
     upload(x.get(), x0.data(), x0.size() * 4);
-    upload(kc.get(), kc0.data(), kc0.size() * 4);
-    upload(vc.get(), vc0.data(), vc0.size() * 4);
+    upload(kc.get(), kc0.data(), kc0.size() * 2);
+    upload(vc.get(), vc0.data(), vc0.size() * 2);
     const std::vector<float> small(T * kD, 0.25f);
     upload(delta.get(), small.data(), small.size() * 4);
     synchronize();
@@ -95,7 +97,7 @@ struct Net {
 
   // Two layers, then the final norm and logits: every op reads the previous op's output.
   void step() {
-    const KvLayerView kv{kc.get(), vc.get(), kBlock, kKv, kHd};
+    const KvLayerView kv{kc.get(), vc.get(), kBlock, kKv, kHd, kKvDtype};
     for (int layer = 0; layer < 2; ++layer) {
       add_rms_norm(x.get(), delta.get(), T, kD, ln1.get(), 1e-6f, false, h.get());
       const LinearOut qkv[] = {{&q, nullptr, qb.get()}, {&k, nullptr, kb.get()}, {&v, nullptr, vb.get()}};
@@ -123,7 +125,8 @@ struct Net {
   }
 
   struct Out {
-    std::vector<float> x, delta, logits, kc;
+    std::vector<float> x, delta, logits;
+    std::vector<uint16_t> kc;
   };
   Out read() const { return {x.to_host(), delta.to_host(), logits.to_host(), kc.to_host()}; }
 };

@@ -312,7 +312,7 @@ void bench_linear_sweep() {
   kc::free_device(y);
 }
 
-// Attention over a paged FP32 cache of `ctx` positions (block 16): T = 1 and 8 are decode and
+// Attention over a paged BF16 cache (kKvDtype) of `ctx` positions (block 16): T = 1 and 8 are decode and
 // verify (the last T positions), T = ctx a causal prefill of the whole context. Decode reports
 // the KV bytes read once over the time; prefill the FLOPs of q.k and p.v over the causal keys
 // (4 * head_dim * heads * sum of n_keys) over the time.
@@ -324,14 +324,16 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
   for (const auto& [ctx, Ts] : cases) {
     const int64_t blocks = (ctx + bt - 1) / bt;
     const size_t kv_floats = static_cast<size_t>(blocks * bt * n_kv * hd);
-    std::vector<float> hk(kv_floats);
-    for (size_t i = 0; i < kv_floats; ++i) hk[i] = std::cos(0.37 * static_cast<double>(i % 10007));
-    std::vector<float*> ks(layers), vs(layers);
+    static_assert(kc::kKvDtype == lockstep::DType::BF16, "a BF16 cache");
+    std::vector<uint16_t> hk(kv_floats);
+    for (size_t i = 0; i < kv_floats; ++i)
+      hk[i] = lockstep::f32_to_bf16(static_cast<float>(std::cos(0.37 * static_cast<double>(i % 10007))));
+    std::vector<uint16_t*> ks(layers), vs(layers);
     for (int64_t l = 0; l < layers; ++l) {
-      ks[l] = static_cast<float*>(kc::malloc_device(kv_floats * 4));
-      vs[l] = static_cast<float*>(kc::malloc_device(kv_floats * 4));
-      kc::upload(ks[l], hk.data(), kv_floats * 4);
-      kc::upload(vs[l], hk.data(), kv_floats * 4);
+      ks[l] = static_cast<uint16_t*>(kc::malloc_device(kv_floats * 2));
+      vs[l] = static_cast<uint16_t*>(kc::malloc_device(kv_floats * 2));
+      kc::upload(ks[l], hk.data(), kv_floats * 2);
+      kc::upload(vs[l], hk.data(), kv_floats * 2);
     }
     for (int64_t T : Ts) {
       std::vector<int32_t> table(T * blocks), nk(T);
@@ -363,13 +365,14 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
             kv.block_tokens = bt;
             kv.n_kv_heads = n_kv;
             kv.head_dim = hd;
+            kv.dtype = kc::kKvDtype;
             kc::attention(q, T, dt, blocks, dnk, ctx, n_heads, kv,
                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd))), out);
           },
           T >= 1024 ? 4 : 40);
       const double t = tm.dev;
       if (T <= 64) {
-        const double kv_bytes = 2.0 * ctx * n_kv * hd * 4;
+        const double kv_bytes = 2.0 * ctx * n_kv * hd * 2;
         std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (KV %.1f MB once: %6.0f GB/s) | wall %10.2f us%s\n",
                     static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6, kv_bytes / 1e6,
                     kv_bytes / t / 1e9, tm.wall * 1e6,

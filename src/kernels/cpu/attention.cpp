@@ -241,8 +241,8 @@ void AttendTasks(const float* q, const AttentionRow* rows, int64_t n_heads, cons
       }
       listed_row = t;
     }
-    const float* kh = kv.k + kvh * hd;
-    const float* vh = kv.v + kvh * hd;
+    const float* kh = static_cast<const float*>(kv.k) + kvh * hd;  // F32: checked by attention()
+    const float* vh = static_cast<const float*>(kv.v) + kvh * hd;
     const int64_t* off = offset.data();
     scores.resize(group * row.n_keys);
     const int64_t first = (t * n_heads + kvh * group) * hd;  // the group's heads are consecutive
@@ -256,6 +256,7 @@ void AttendTasks(const float* q, const AttentionRow* rows, int64_t n_heads, cons
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "core/error.h"
 #include "core/profile.h"
 
 namespace lockstep::kernels {
@@ -264,6 +265,7 @@ HWY_EXPORT(AttendTasks);
 void attention(const float* q, int64_t T, std::span<const AttentionRow> rows, int64_t n_heads,
                const KvLayerView& kv, float scale, float* out, ThreadPool& pool) {
   profile::Scope prof(profile::Op::Attention);
+  if (kv.dtype != DType::F32) fail("CPU attention: the KV cache must be F32");
   // One task per (row, KV head): the query heads of a GQA group share their key and value loads.
   // Tasks are independent outputs, so the split never changes a bit.
   pool.parallel_for(T * kv.n_kv_heads, [&](int64_t b, int64_t e) {

@@ -96,6 +96,7 @@ class CpuBackend final : public Backend {
                                                   static_cast<size_t>(V)},
                                                  rules[r], scratch);
   }
+  DType kv_dtype() const override { return DType::F32; }
   Weight place(const Weight& host) override { return host; }
 
   void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) override {
@@ -141,9 +142,10 @@ class CpuBackend final : public Backend {
   }
   void kv_write(const KvLayerView& kv, const float* k, const float* v, int64_t T,
                 const int32_t* slots) override {
+    if (kv.dtype != DType::F32) fail("CPU kv_write: the KV cache must be F32");
     const int64_t kvd = kv.n_kv_heads * kv.head_dim;
-    float* kc = const_cast<float*>(kv.k);  // the pool's own (mutable) storage
-    float* vc = const_cast<float*>(kv.v);
+    float* kc = static_cast<float*>(const_cast<void*>(kv.k));  // the pool's own (mutable) storage
+    float* vc = static_cast<float*>(const_cast<void*>(kv.v));
     for (int64_t t = 0; t < T; ++t) {
       std::memcpy(kc + static_cast<int64_t>(slots[t]) * kvd, k + t * kvd, kvd * sizeof(float));
       std::memcpy(vc + static_cast<int64_t>(slots[t]) * kvd, v + t * kvd, kvd * sizeof(float));

@@ -3,8 +3,10 @@
 //
 // The schedule of one (row t, query head h), whatever T, the other rows, max_keys, the KV block
 // size or the launch shape are:
-// - q, keys and values are rounded to BF16 (nearest-even) as they are staged in shared memory
-//   (the cache stays FP32).
+// - q, keys and values enter the tensor cores rounded to BF16 (nearest-even): q as it is staged
+//   in shared memory, keys and values when kv_write / attention_prep store them in the cache
+//   (BF16 on the GPU, kKvDtype; the same rounding the kernels once applied while staging an
+//   FP32 cache, so the bits did not change when the cache became BF16).
 // - positions are taken in chunks of kAttentionChunk (256) aligned to absolute position 0; chunk
 //   c holds positions [256c, min(256c + 256, n_keys)).
 // - score(p) = S(p) * scale (one FP32 multiply), S(p) one tensor-core accumulator starting at 0
@@ -27,16 +29,17 @@
 // rows (r * G + g: query head g of the block's row r) and computes the chunk math above for all
 // of them at once: scores for the 256 positions in registers, P in registers as the A operand of
 // P.V (the walk, and the split launch for head_dim 256). The block's warps share each staged key
-// / value sub-tile: 4096 floats (64, 32 or 16
-// positions) copied by cp.async into a 4-slot FP32 ring (each thread copies and later converts
-// its own 16-byte pieces), converted to a swizzled BF16 tile, read with ldmatrix. Two launches:
+// / value sub-tile: 4096 BF16 elements (64, 32 or 16 positions) copied by cp.async straight
+// into a ring of swizzled slots (4 for the walk, 16 for the split launch; Layout), read with
+// ldmatrix; one barrier per sub-tile both publishes it and frees the slot the next copy fills.
+// Two launches:
 // - split (T <= 64, decode and verify, more than one chunk): a block per (chunk c, rows, kv head)
 //   writes chunk c's (m_c, l_c, a_c) per (row, head); a second kernel merges the chunks in order
 //   (flash-decoding). head_dim <= 128 (attn_decode): one 16-row tile per block, the chunk spread
 //   over 8 warps (32 positions' scores each, then head_dim columns each for P.V, every column
 //   still walking the 16 k-steps in order), keys and values of the whole chunk loaded at once,
 //   the value columns split over two blocks when the grid is small. head_dim 256 (attn_split):
-//   8 warps of 16-row tiles over the staged sub-tiles, an 8-slot staging ring.
+//   8 warps of 16-row tiles over the staged sub-tiles, a 16-slot ring.
 // - walk (prefill): block (rows, kv head) of 8 warps (4 for head_dim 256) walks its chunks in
 //   order and merges each into (M, L) in registers and A in shared memory.
 // A block takes rows together only when their block-table entries for their keys equal those of
@@ -65,7 +68,6 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
   const uint32_t sbase = smem_addr(smem);
   const int nk_ref = a.n_keys[tref];
   constexpr int kStages = Ly::kStages;
-  static_assert(!WALK || kNst / 2 < kNst - (kStages - 1), "next chunk's offsets written in time");
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * HD;
   const int bt = a.block_tokens;
 
@@ -160,45 +162,46 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
   auto chunk_off = [](const uint32_t (&xo)[4], int C) {
     return static_cast<uint32_t>((C & ~7) << 4) + xo[(C & 7) >> 1];
   };
-  const uint32_t buf0 = sbase + Ly::kBuf;
 
   // Sub-tile j of chunk c: keys [kSub j, +kSub) for j < kSpc, then the values of pass
-  // (j - kSpc) / kSpc, positions [kSub ((j - kSpc) % kSpc), +kSub). The walk's sub-tile
-  // s = (c - c0) kNst + j sits in staging slot j % kStages and BF16 tile j & 1 (kNst is a
-  // multiple of both). A thread's pieces: head_dim piece tid % (HD / 4) of rows
-  // tid / (HD / 4) + k kRowStep.
-  static_assert(kNst % kStages == 0 && kNst % 2 == 0, "slots follow j");
-  constexpr int kRowStep = kThreads / (HD / 4);
-  const int prow = tid / (HD / 4), ppiece = tid % (HD / 4);
+  // (j - kSpc) / kSpc, positions [kSub ((j - kSpc) % kSpc), +kSub): kSub rows of HD BF16, copied
+  // from the cache as they are (kv_write rounded them) into ring slot j % kStages (the walk's
+  // sub-tile s = (c - c0) kNst + j: kStages divides kNst), 16-byte granule g of row r at
+  // swz(r, g, kRb), zero-filled past the reference row's keys. A thread's pieces: granule
+  // tid % (HD / 8) of rows tid / (HD / 8) + k kRowStep.
+  constexpr int kGran = HD / 8;
+  static_assert(kThreads % kGran == 0, "whole rows per step");
+  constexpr int kRowStep = kThreads / kGran;
+  static_assert(kRowStep * Ly::kPieces == kSub, "the pieces cover the sub-tile");
+  const int prow = tid / kGran, pgran = tid % kGran;
+  const uint32_t ring = sbase + Ly::kRing;
   auto load = [&](int c, int j) {
-    const float* src = (j < kSpc ? a.k : a.v) + ppiece * 4;
+    const uint16_t* src = (j < kSpc ? a.k : a.v) + pgran * 8;
     const int p0 = (j < kSpc ? j : (j - kSpc) % kSpc) * kSub + prow;
     const int np = min(kChunk, nk_ref - c * kChunk);
     const uint32_t o = sbase + Ly::kOff + (c & 1) * kChunk * 8;
-    const uint32_t st = sbase + Ly::kStage + (j % kStages) * Ly::kStageBytes + tid * 16;
+    const uint32_t dst = ring + (j % kStages) * Ly::kSlotBytes;
 #pragma unroll
     for (int k = 0; k < Ly::kPieces; ++k) {
       const int p = p0 + k * kRowStep;
       const bool ok = p < np;
-      cp_async16(st + k * kThreads * 16, ok ? src + lds_s64(o + p * 8) : src, ok);
+      cp_async16(dst + swz(prow + k * kRowStep, pgran, kRb), ok ? src + lds_s64(o + p * 8) : src,
+                 ok);
     }
   };
-  // The thread's own pieces of sub-tile j, FP32 -> BF16 into tile j & 1.
-  auto convert = [&](int j) {
-    const uint32_t st = sbase + Ly::kStage + (j % kStages) * Ly::kStageBytes + tid * 16;
-    const uint32_t buf = buf0 + (j & 1) * Ly::kBufBytes + (ppiece & 1) * 8;
+  // Sub-tiles in flight; sub-tile s is cp.async group s (the prologue's kAhead groups, then one
+  // per sub-tile, empty past the last chunk).
+  constexpr int kAhead = kStages - 1;
 #pragma unroll
-    for (int k = 0; k < Ly::kPieces; ++k) {
-      const float4 x = lds_f4(st + k * kThreads * 16);
-      sts_u2(buf + swz(prow + k * kRowStep, ppiece >> 1, kRb), pack_bf16x2(x.x, x.y),
-             pack_bf16x2(x.z, x.w));
-    }
-  };
-#pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) {
+  for (int j = 0; j < kAhead; ++j) {
     if (c0 < c1) load(c0, j);
     cp_async_commit();
   }
+  // Where chunk c + 1's offsets are written in chunk c (before that sub-tile's barrier, which
+  // publishes them): half-way, or earlier when its first load (sub-tile kNst - kAhead, issued
+  // after that sub-tile's barrier) comes sooner.
+  constexpr int kOffAt = kNst / 2 < kNst - kAhead ? kNst / 2 : kNst - kAhead;
+  static_assert(kOffAt >= 0 && kOffAt <= kNst - kAhead, "next chunk's offsets written in time");
 
   [[maybe_unused]] float M[2] = {-INFINITY, -INFINITY}, L[2] = {0.0f, 0.0f};
   // A of this thread's (row, d) elements, element i at Apriv + 128 i (conflict-free, private).
@@ -209,9 +212,10 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
   }
 
   for (int c = c0; c < c1; ++c) {
-    // Chunk c + 1's offsets (its first loads are issued 3 sub-tiles before chunk c ends): read
-    // now, written half-way through chunk c, published by the next barrier. Slot (c + 1) & 1
-    // last served chunk c - 1, whose loads were all issued before chunk c began.
+    // Chunk c + 1's offsets (its first loads are issued kAhead sub-tiles before chunk c ends):
+    // read now, written at sub-tile kOffAt of chunk c, published by that sub-tile's barrier.
+    // Slot (c + 1) & 1 last served chunk c - 1, whose loads were all issued (and their offsets
+    // read) before a barrier of chunk c - 1 (kAhead >= 1).
     const bool next_off = c > c0 && c + 1 < c1;
     int nblk[kOffPer];
     if (next_off) read_blocks(c + 1, nblk);
@@ -229,20 +233,21 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
     // by it; a plain unrolled loop of 48 is not always unrolled).
     for_each_const<kNst>([&](auto jc) {
       constexpr int j = decltype(jc)::value;
-      cp_async_wait<kStages - 2>();  // this thread's pieces of sub-tile j landed
-      // Sub-tile j + kStages - 1 (maybe of chunk c + 1) into the slot sub-tile j - 1 left.
-      if constexpr (j + kStages - 1 < kNst) load(c, j + kStages - 1);
-      else if (c + 1 < c1) load(c + 1, j + kStages - 1 - kNst);
-      cp_async_commit();
-      convert(j);
-      if constexpr (j == kNst / 2) {
+      cp_async_wait<kAhead - 1>();  // this thread's pieces of sub-tile j landed
+      if constexpr (j == kOffAt) {
         if (next_off) write_off(c + 1, nblk);
       }
-      __syncthreads();  // tile j & 1 complete; every warp is done with tile (j + 1) & 1
+      // Every thread's pieces of sub-tile j are in (and chunk c + 1's offsets, at kOffAt); every
+      // warp is done with sub-tile j - 1, whose slot the load below refills.
+      __syncthreads();
+      // Sub-tile j + kAhead (maybe of chunk c + 1) into the slot sub-tile j - 1 left.
+      if constexpr (j + kAhead < kNst) load(c, j + kAhead);
+      else if (c + 1 < c1) load(c + 1, j + kAhead - kNst);
+      cp_async_commit();
       // A warp whose rows have no keys in chunk c (npw <= 0) skips every MMA below but still
       // runs the rest, so pf and ac are defined on every path (else the compiler keeps them
       // live through the whole chunk).
-      const uint32_t buf = buf0 + (j & 1) * Ly::kBufBytes;
+      const uint32_t buf = ring + (j % kStages) * Ly::kSlotBytes;
 
       if constexpr (j < kSpc) {
         // Scores of positions [kSub j, kSub j + kSub): k-steps over d in increasing order.
@@ -520,6 +525,7 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
   if (group > kMaxGroup)
     fail("CUDA attention: ", group, " query heads per KV head (at most ", kMaxGroup, " supported)");
   if (kv.block_tokens <= 0) fail("CUDA attention: block_tokens must be positive");
+  if (kv.dtype != kKvDtype) fail("CUDA attention: the KV cache must be BF16");
   if (T > (int64_t{1} << 30) || max_keys > (int64_t{1} << 30))
     fail("CUDA attention: T = ", T, " or max_keys = ", max_keys, " too large");
   if (reinterpret_cast<uintptr_t>(q) % 16 != 0 || reinterpret_cast<uintptr_t>(kv.k) % 16 != 0 ||
@@ -536,8 +542,8 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
   a.group = static_cast<int>(group);
   a.block_tokens = static_cast<int>(kv.block_tokens);
   a.n_chunks = static_cast<int>(std::max<int64_t>(1, (max_keys + kChunk - 1) / kChunk));
-  a.k = kv.k;
-  a.v = kv.v;
+  a.k = static_cast<const uint16_t*>(kv.k);
+  a.v = static_cast<const uint16_t*>(kv.v);
   a.scale = scale;
   a.out = out;
   switch (hd) {

@@ -6,29 +6,31 @@ namespace lockstep::kernels::cuda::attn {
 namespace {
 
 // Decode launch (split, head_dim <= 128, a block's virtual rows in one 16-row tile): block
-// (chunk c, row block, kv head, d part dz) of 8 warps. The chunk's keys are converted to BF16 in
-// shared memory at once (loaded through registers) while its values (this block's DV = HD / DS
-// columns) arrive by cp.async as FP32 (swizzled 16-byte granules, converted as they are read);
+// (chunk c, row block, kv head, d part dz) of 8 warps. The chunk's keys, then its values (this
+// block's DV = HD / DS columns), arrive by cp.async as the cache stores them (BF16, swizzled
+// 16-byte granules, the walk's layout), the values still landing while the scores are computed;
 // warp w computes the scores of positions [32w, 32w + 32) for the whole tile, the chunk max is
 // taken over the warps, warp w's e(p) and its BF16 P fragments go to shared memory, warp 0 sums
-// l_c in the documented lane order, and warp w computes a_c for columns [w DV / 8, +DV / 8),
-// walking all 16 k-steps in increasing position. Every MMA has the operands and order of the
-// schedule above, so the bits are the other launches'.
+// l_c in the documented lane order, and warp w computes a_c for columns [w DV / 8, +DV / 8)
+// (value operands by ldmatrix.trans, as the walk), walking all 16 k-steps in increasing
+// position. Every MMA has the operands and order of the schedule above, so the bits are the
+// other launches'.
 template <int HD, int DS>
 struct DecLayout {
   static constexpr int kDV = HD / DS;                      // value columns of this block
   static constexpr int kRb = HD * 2;                       // BF16 key row
-  static constexpr int kRv = kDV * 4;                      // FP32 value row
+  static constexpr int kRv = kDV * 2;                      // BF16 value row
   static constexpr int kK = 0;                             // [256][HD] BF16 keys (later E, P)
   static constexpr int kE = 0;                             // [32 tiles][32 lanes][4] FP32 e
   static constexpr int kP = kE + 32 * 32 * 16;             // [16 k-steps][32 lanes][4] u32
-  static constexpr int kV = kK + kChunk * kRb;             // [256][kDV] FP32 values
+  static constexpr int kV = kK + kChunk * kRb;             // [256][kDV] BF16 values
   static constexpr int kQ = kV + kChunk * kRv;             // [16][HD] BF16 q
   static constexpr int kMax = kQ + 16 * HD * 2;            // [8 warps][16 rows] FP32
   static constexpr int kOff = kMax + 8 * 16 * 4;           // [256] int64 offsets
   static constexpr int kBytes = kOff + kChunk * 8;
   static_assert(kP + 16 * 32 * 16 <= kV, "E and P fit in the key tile");
   static_assert(kDV % 64 == 0, "8 warps x whole n-tiles");
+  static_assert(kRv >= 128, "value rows span the 8 swizzled granules");
 };
 
 template <int HD, int DS>
@@ -89,46 +91,38 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
   }
   __syncthreads();  // offsets and q are in
 
-  // Values of this block's columns: cp.async, granule g of row i at ((g ^ (i & 7)) << 4).
+  // Keys, then this block's value columns: 16-byte granules (8 BF16) by cp.async, granule g of
+  // row i at swz(i, g, row bytes), zero past the reference row's keys. Two groups: the scores
+  // wait for the keys only.
   {
-    constexpr int kGr = kDV / 4;                 // granules per row
-    constexpr int kPer = kChunk * kGr / 256;     // per thread
+    constexpr int kGr = HD / 8;               // granules per key row
+    constexpr int kPer = kChunk * kGr / 256;  // per thread: 16 (HD 128) or 8 (HD 64)
     const int g = tid % kGr;
+    const uint16_t* src = a.k + g * 8;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int i = tid / kGr + k * (256 / kGr);
       const bool ok = i < np_ref;
-      const float* src = a.v + dz * kDV + g * 4;
-      cp_async16(sbase + Ly::kV + i * kRv + ((g ^ (i & 7)) << 4),
+      cp_async16(sbase + Ly::kK + swz(i, g, kRb),
                  ok ? src + lds_s64(sbase + Ly::kOff + i * 8) : src, ok);
     }
     cp_async_commit();
   }
-  // Keys: FP32 through registers (16 pieces in flight per thread), BF16 swizzled as the walk's.
   {
-    constexpr int kGr = HD / 4;
-    constexpr int kPer = kChunk * kGr / 256;  // 32 (HD 128) or 16 (HD 64)
-    constexpr int kBatch = 16;
-    const int piece = tid % kGr;
+    constexpr int kGr = kDV / 8;              // granules per value row
+    constexpr int kPer = kChunk * kGr / 256;  // per thread: 16 (DV 128) or 8 (DV 64)
+    const int g = tid % kGr;
+    const uint16_t* src = a.v + dz * kDV + g * 8;
 #pragma unroll
-    for (int k0 = 0; k0 < kPer; k0 += kBatch) {
-      float4 x[kBatch];
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int i = tid / kGr + (k0 + k) * (256 / kGr);
-        x[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (i < np_ref)
-          x[k] = __ldg(reinterpret_cast<const float4*>(a.k + lds_s64(sbase + Ly::kOff + i * 8) +
-                                                       piece * 4));
-      }
-#pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int i = tid / kGr + (k0 + k) * (256 / kGr);
-        sts_u2(sbase + Ly::kK + swz(i, piece >> 1, kRb) + (piece & 1) * 8,
-               pack_bf16x2(x[k].x, x[k].y), pack_bf16x2(x[k].z, x[k].w));
-      }
+    for (int k = 0; k < kPer; ++k) {
+      const int i = tid / kGr + k * (256 / kGr);
+      const bool ok = i < np_ref;
+      cp_async16(sbase + Ly::kV + swz(i, g, kRv),
+                 ok ? src + lds_s64(sbase + Ly::kOff + i * 8) : src, ok);
     }
+    cp_async_commit();
   }
+  cp_async_wait<1>();  // this thread's key granules landed (the values may still be in flight)
   __syncthreads();  // keys are in
 
   // Scores of positions [32 warp, +32): tiles jt = 4 warp + t.
@@ -198,26 +192,34 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
   cp_async_wait<0>();
   __syncthreads();  // E, P and the values are in
 
-  // P.V: columns [warp kDV / 8, +kDV / 8) of this block's part; k-steps in increasing position.
+  // P.V: columns [warp kDV / 8, +kDV / 8) of this block's part (granules dl0 / 8, ...); k-steps
+  // in increasing position. The B operand of k-step ks, n-tile n: value rows 16 ks + 2 tq + {0, 1}
+  // (b0) and + 8 (b1) of column dl0 + 8 n + gq, by ldmatrix.trans: lanes 8 m .. 8 m + 7 address
+  // rows 16 ks + 8 (m & 1) + l7 of granule dl0 / 8 + (m >> 1) (matrices m = 0..3: b0, b1 of
+  // n-tile 2 nn, then of 2 nn + 1; .x2 uses m = 0, 1 only).
   float ac[kNt][4];
 #pragma unroll
   for (int n = 0; n < kNt; ++n) ac[n][0] = ac[n][1] = ac[n][2] = ac[n][3] = 0.0f;
   const int dl0 = warp * (kDV / 8);
+  static_assert(kNt == 1 || kNt % 2 == 0, "n-tiles in pairs, or one");
+  const uint32_t vrow = sbase + Ly::kV + (l7 + mid * 8) * kRv;
 #pragma unroll 4
   for (int ks = 0; ks < 16; ++ks) {
     if (ks * 16 < npw) {
       const uint4 pv = *reinterpret_cast<const uint4*>(smem + Ly::kP + (ks * 32 + lane) * 16);
       const uint32_t pf[4] = {pv.x, pv.y, pv.z, pv.w};
+      if constexpr (kNt == 1) {
+        uint32_t b[2];
+        ldmatrix_x2_trans(b, vrow + ks * 16 * kRv + (((dl0 / 8) ^ l7) << 4));
+        mma_bf16_16816(ac[0], pf, b[0], b[1]);
+      } else {
 #pragma unroll
-      for (int n = 0; n < kNt; ++n) {
-        const int d = dl0 + n * 8 + gq;
-        float v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int i = ks * 16 + 2 * tq + (u & 1) + (u >> 1) * 8;
-          v[u] = lds_f(sbase + Ly::kV + i * kRv + (((d >> 2) ^ (i & 7)) << 4) + (d & 3) * 4);
+        for (int nn = 0; nn < kNt / 2; ++nn) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, vrow + ks * 16 * kRv + (((dl0 / 8 + 2 * nn + hi) ^ l7) << 4));
+          mma_bf16_16816(ac[2 * nn], pf, b[0], b[1]);
+          mma_bf16_16816(ac[2 * nn + 1], pf, b[2], b[3]);
         }
-        mma_bf16_16816(ac[n], pf, pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
       }
     }
   }

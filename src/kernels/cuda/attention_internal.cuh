@@ -17,14 +17,14 @@ using namespace detail;
 
 constexpr int kChunk = static_cast<int>(kAttentionChunk);
 constexpr int kMaxGroup = 16;     // query heads per KV head supported
-constexpr int kSubFloats = 4096;  // floats per staged sub-tile (16 KiB FP32, 8 KiB BF16)
+constexpr int kSubElems = 4096;   // elements per staged sub-tile (8 KiB of BF16)
 constexpr int kSplitWarps = 8;
 constexpr int kSplitMaxT = 64;    // T at or below which more than one chunk takes the split launch
 
 // The chunk geometry of one head_dim.
 template <int HD>
 struct Geo {
-  static constexpr int kSub = kSubFloats / HD;       // positions per sub-tile: 64, 32, 16
+  static constexpr int kSub = kSubElems / HD;        // positions per sub-tile: 64, 32, 16
   static constexpr int kSpc = kChunk / kSub;         // sub-tiles per chunk and operand: 4, 8, 16
   static constexpr int kDh = HD < 128 ? HD : 128;    // head_dim columns per P.V pass
   static constexpr int kPasses = HD / kDh;           // 1, 1, 2 (values staged once per pass)
@@ -36,23 +36,26 @@ struct Geo {
   static_assert(kSub % 16 == 0 && kSpc >= 4, "sub-tile geometry");
 };
 
-// Shared memory of one block (byte offsets). The FP32 staging ring has kStages slots, kStages - 1
-// sub-tiles in flight: 4 for the walk (8 warps of compute hide the rest), 8 for the split launch
-// (decode: few blocks, each must keep many bytes in flight).
+// Shared memory of one block (byte offsets). Key / value sub-tiles arrive by cp.async, already
+// BF16, straight into a ring of kStages swizzled slots, kStages - 1 sub-tiles in flight: 4 slots
+// for the walk (as many sub-tiles in flight as its FP32 ring had; 8 slots made ptxas spill in
+// the head_dim 128 walk, which already holds 255 registers), 16 for the split launch (few
+// blocks, each must keep many bytes in flight), at most the chunk's sub-tiles. kStages divides
+// kNst, so chunk-relative sub-tile j always sits in slot j % kStages.
 template <int HD, int NW, bool WALK>
 struct Layout {
-  static constexpr int kStages = WALK ? 4 : 8;
+  static constexpr int kStages = WALK ? 4 : (Geo<HD>::kNst < 16 ? Geo<HD>::kNst : 16);
   static constexpr int kThreads = NW * 32;
-  static constexpr int kStageBytes = kSubFloats * 4;
-  static constexpr int kBufBytes = kSubFloats * 2;
-  static constexpr int kStage = 0;                                  // [kStages] FP32 sub-tiles
-  static constexpr int kBuf = kStage + kStages * kStageBytes;       // [2] BF16 sub-tiles
-  static constexpr int kQ = kBuf + 2 * kBufBytes;                   // [NW * 16][HD] BF16 q
+  static constexpr int kSlotBytes = kSubElems * 2;
+  static constexpr int kRing = 0;                                   // [kStages] BF16 sub-tiles
+  static constexpr int kQ = kRing + kStages * kSlotBytes;           // [NW * 16][HD] BF16 q
   static constexpr int kA = kQ + NW * 16 * HD * 2;                  // walk: A, per thread
   static constexpr int kOff = kA + (WALK ? NW * 16 * HD * 4 : 0);   // [2][256] int64 offsets
   static constexpr int kBytes = kOff + 2 * kChunk * 8;
-  static constexpr int kPieces = kSubFloats / 4 / kThreads;         // 16-byte pieces per thread
-  static_assert(kSubFloats / 4 % kThreads == 0, "pieces per thread");
+  static constexpr int kPieces = kSubElems / 8 / kThreads;          // 16-byte pieces per thread
+  static_assert(kSubElems / 8 % kThreads == 0, "pieces per thread");
+  static_assert(Geo<HD>::kNst % kStages == 0, "slots follow j");
+  static_assert(kBytes <= 227 * 1024, "shared memory of one block");
 };
 
 struct AttnArgs {
@@ -62,8 +65,8 @@ struct AttnArgs {
   const int32_t* n_keys;
   int T, n_heads, n_kv_heads, group, block_tokens, n_chunks;
   int rows;  // query rows per block (rows * group <= 16 * warps)
-  const float* k;
-  const float* v;
+  const uint16_t* k;  // BF16 cache (kv_write rounded it)
+  const uint16_t* v;
   float scale;
   float* out;       // final output (merge / walk)
   float* part_acc;  // [T][n_heads][n_chunks][HD] (split)
@@ -82,6 +85,12 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "r"(addr));
 }
 
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+
 // f(std::integral_constant<int, 0>{}), ..., f(std::integral_constant<int, N - 1>{}) in order.
 template <typename F, int... Js>
 __device__ __forceinline__ void for_each_const(F&& f, std::integer_sequence<int, Js...>) {
@@ -93,16 +102,6 @@ __device__ __forceinline__ void for_each_const(F&& f) {
 }
 
 // Shared-memory accesses through 32-bit addresses (generic pointers cost two registers each).
-__device__ __forceinline__ float4 lds_f4(uint32_t a) {
-  float4 v;
-  asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(a));
-  return v;
-}
-__device__ __forceinline__ void sts_u2(uint32_t a, uint32_t x, uint32_t y) {
-  asm volatile("st.shared.v2.b32 [%0], {%1,%2};\n" ::"r"(a), "r"(x), "r"(y));
-}
 __device__ __forceinline__ float lds_f(uint32_t a) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a));

@@ -13,8 +13,8 @@
 //   K walk with weights as the MMA's A operand (swapped operands), not a different kernel order.
 // - rms_norm / softmax-like row reductions: one block per row, fixed per-thread strides and a
 //   fixed tree; nothing depends on the number of rows.
-// - attention: BF16 tensor cores (q, keys, values rounded to BF16 as staged; the softmax weights
-//   rounded to BF16 for P.V, FP32 accumulate). Per (row, head) the keys are taken in fixed chunks
+// - attention: BF16 tensor cores (q rounded to BF16 as staged; keys and values stored BF16 in the
+//   cache, rounded when written; the softmax weights rounded to BF16 for P.V, FP32 accumulate). Per (row, head) the keys are taken in fixed chunks
 //   aligned to absolute positions (kAttentionChunk), each chunk reduced in a fixed order
 //   (attention.cu), the chunks merged in position order with the online-softmax update; the
 //   number of rows, the KV block size, max_keys, the launch shape and the other rows do not
@@ -119,16 +119,23 @@ void attention_prep(const AttentionPrep& p, const KvLayerView& kv);
 // x[i] *= sigmoid(gate[i]).
 void sigmoid_mul(float* x, const float* gate, int64_t n);
 
-// Writes row t's key and value (kv_dim = n_kv_heads * head_dim floats each) to cache slot
-// slots[t] of a layer: k_cache + slots[t] * kv_dim (v likewise). slot = block * block_tokens +
-// position % block_tokens.
+// The KV cache's element type on the GPU (Backend::kv_dtype): BF16. Every attention kernel
+// rounds keys and values to BF16 (nearest-even) before its tensor-core MMAs, so storing them
+// rounded at write time gives the attention output's bits unchanged, with half the bytes and
+// no conversion in the attention kernels.
+inline constexpr DType kKvDtype = DType::BF16;
+
+// Writes row t's key and value (kv_dim = n_kv_heads * head_dim floats each), rounded to BF16
+// (nearest-even, as __floats2bfloat162_rn), to cache slot slots[t] of a layer: BF16 elements
+// k_cache + slots[t] * kv_dim (v likewise). slot = block * block_tokens + position % block_tokens.
 void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const int32_t* slots,
-              float* k_cache, float* v_cache);
+              void* k_cache, void* v_cache);
 
 // Causal attention of T query rows over the paged cache of one layer. Row t attends to positions
 // [0, n_keys[t]); position p of row t is in block block_tables[t * table_stride + p / block_tokens]
-// at slot p % block_tokens; block b's keys start at kv.k + b * block_tokens * n_kv_heads * head_dim
-// (values at kv.v likewise). q, out: [T][n_heads][head_dim]; GQA: head h reads kv head
+// at slot p % block_tokens; block b's keys start at element b * block_tokens * n_kv_heads *
+// head_dim of kv.k (values at kv.v likewise); kv.dtype must be BF16 (kKvDtype).
+// q, out: [T][n_heads][head_dim]; GQA: head h reads kv head
 // h / (n_heads / n_kv_heads). max_keys >= every n_keys[t] (a launch bound only: it must not change
 // any row's bits). head_dim 64, 128 or 256, at most 16 query heads per KV head; q, kv.k, kv.v
 // 16-byte aligned. BF16 inputs: expect ~3e-3 absolute from the FP32 CPU kernel on values in

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/mma.cuh"
 
 namespace lockstep::kernels::cuda {
 namespace {
@@ -136,8 +137,8 @@ void launch_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const f
 // attention_prep (cuda_ops.h): one block of 256 threads per (row, head), q heads then k heads. The
 // head is read once (from q_in's stride for q) into registers, normalised with rms_norm's exact
 // schedule when it has a norm weight, shared through shared memory for RoPE's pairs, then each
-// element is rotated as the rope kernel does it and written; k heads also go to their cache slot,
-// with their v.
+// element is rotated as the rope kernel does it and written; k heads also go to their cache slot
+// (BF16, kv_write's rounding), with their v.
 constexpr int kPrepMaxHeadDim = 1024;
 struct PrepArgs {
   const float* q_in;
@@ -152,8 +153,8 @@ struct PrepArgs {
   bool zero_centered;
   const float* cos_sin;
   const int32_t* slots;
-  float* k_cache;  // null: no cache write
-  float* v_cache;
+  uint16_t* k_cache;  // BF16; null: no cache write
+  uint16_t* v_cache;
 };
 
 __global__ void __launch_bounds__(kThreads) attention_prep_kernel(const __grid_constant__ PrepArgs a) {
@@ -223,8 +224,8 @@ __global__ void __launch_bounds__(kThreads) attention_prep_kernel(const __grid_c
     }
     dst[d] = o;
     if (cache) {
-      a.k_cache[at + d] = o;
-      a.v_cache[at + d] = vv[i];
+      a.k_cache[at + d] = bf16_rne(o);
+      a.v_cache[at + d] = bf16_rne(vv[i]);
     }
   }
 }
@@ -266,17 +267,18 @@ __global__ void sigmoid_mul_kernel(float* x, const float* gate, int64_t n) {
   if (i < n) x[i] = __fmul_rn(x[i], sigmoid_f32(gate[i]));
 }
 
+// Each element rounded to BF16 (nearest-even) as it is stored.
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v, int64_t T,
                                 int64_t kv_dim, const int32_t* __restrict__ slots,
-                                float* __restrict__ k_cache, float* __restrict__ v_cache) {
+                                uint16_t* __restrict__ k_cache, uint16_t* __restrict__ v_cache) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * kv_dim) return;
   const int64_t t = i / kv_dim, j = i % kv_dim;
   const int64_t dst = static_cast<int64_t>(slots[t]) * kv_dim + j;
-  k_cache[dst] = k[i];
-  v_cache[dst] = v[i];
+  k_cache[dst] = bf16_rne(k[i]);
+  v_cache[dst] = bf16_rne(v[i]);
 }
 
 __global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
@@ -314,6 +316,7 @@ void attention_prep(const AttentionPrep& p, const KvLayerView& kv) {
   if (p.rotary_dim % 2 != 0 || p.rotary_dim > hd)
     fail("CUDA attention_prep: rotary_dim ", p.rotary_dim, " must be even and at most head_dim ",
          hd);
+  if (kv.k && kv.dtype != kKvDtype) fail("CUDA attention_prep: the KV cache must be BF16");
   if (p.T <= 0) return;
   if (hd > kPrepMaxHeadDim || (p.q_in != p.q && p.q_in_stride < hd)) {
     // Outside the fused kernel's reach: the same ops one by one.
@@ -323,13 +326,14 @@ void attention_prep(const AttentionPrep& p, const KvLayerView& kv) {
     rope(p.q, p.T, p.n_heads, hd, p.rotary_dim, p.cos_sin);
     rope(p.k, p.T, nkv, hd, p.rotary_dim, p.cos_sin);
     if (kv.k)
-      kv_write(p.k, p.v, p.T, nkv * hd, p.slots, const_cast<float*>(kv.k),
-               const_cast<float*>(kv.v));
+      kv_write(p.k, p.v, p.T, nkv * hd, p.slots, const_cast<void*>(kv.k),
+               const_cast<void*>(kv.v));
     return;
   }
   PrepArgs a{p.q_in, p.q_in_stride, p.q, p.k, p.v, p.n_heads, nkv, hd, p.rotary_dim,
              p.q_norm, p.k_norm, p.eps, p.zero_centered, p.cos_sin, p.slots,
-             const_cast<float*>(kv.k), const_cast<float*>(kv.v)};
+             static_cast<uint16_t*>(const_cast<void*>(kv.k)),
+             static_cast<uint16_t*>(const_cast<void*>(kv.v))};
   const int64_t blocks = p.T * (p.n_heads + nkv);
   launch("attention_prep_kernel", attention_prep_kernel, static_cast<unsigned>(blocks), kThreads, 0, a);
 }
@@ -359,9 +363,9 @@ void sigmoid_mul(float* x, const float* gate, int64_t n) {
 }
 
 void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const int32_t* slots,
-              float* k_cache, float* v_cache) {
+              void* k_cache, void* v_cache) {
   if (T * kv_dim <= 0) return;
-  launch("kv_write_kernel", kv_write_kernel, blocks_for(T * kv_dim, kThreads), kThreads, 0, k, v, T, kv_dim, slots, k_cache, v_cache);
+  launch("kv_write_kernel", kv_write_kernel, blocks_for(T * kv_dim, kThreads), kThreads, 0, k, v, T, kv_dim, slots, static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache));
 }
 
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out) {

@@ -48,4 +48,10 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// One float rounded to bf16 (nearest-even) by the very conversion pack_bf16x2 applies to each
+// half: what kv_write stores, so the attention kernels read the values they used to round.
+__device__ __forceinline__ uint16_t bf16_rne(float x) {
+  return static_cast<uint16_t>(pack_bf16x2(x, 0.0f) & 0xffffu);
+}
+
 }  // namespace lockstep::kernels::cuda::detail
