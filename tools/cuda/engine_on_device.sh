@@ -7,7 +7,8 @@
 #     full (default): everything; quick: op tests, shipped-model gates and agreement;
 #     check: everything but the benchmarks; gates: op tests and every gate
 #   RANDOM_GATE_TOKENS (default 32): tokens per generation in the random-checkpoint gates
-#   SANITIZE=1: also the op tests under compute-sanitizer memcheck and racecheck (SANITIZE_FILTER)
+#   SANITIZE=1: also the op tests under compute-sanitizer memcheck and racecheck (SANITIZE_FILTER,
+#   SANITIZE_TOOLS, SANITIZE_TIMEOUT seconds per tool)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -49,9 +50,9 @@ fi
 #     that still reaches every kernel family; the binary itself runs (the wrapper is a shell).
 if [ "${SANITIZE:-0}" = 1 ] && [ -x "$carry/bin/cuda_tests" ] && command -v compute-sanitizer >/dev/null; then
   filter="${SANITIZE_FILTER:-CudaTest.*:Shapes/AttentionTest.*/1:Shapes/LinearTest.*/0}"
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     stamp "compute-sanitizer $tool"
-    LD_LIBRARY_PATH="$carry/lib" timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    LD_LIBRARY_PATH="$carry/lib" timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$carry/bin/cuda_tests" --gtest_filter="$filter" >"$out/sanitize_$tool.log" 2>&1
     rc=$?
     note "compute-sanitizer $tool (rc $rc): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_$tool.log" | tail -1)"
