@@ -78,7 +78,9 @@ int run_verify(const VerifyFlags& f) {
   std::unique_ptr<Model> draft;
   const std::string draft_dir = f.draft_model.empty() ? default_draft_dir(dir) : f.draft_model;
   if (!draft_dir.empty()) {
-    draft = load_model(draft_dir);
+    // On the target's device, as generate and serve run it (a CPU draft beside a GPU target would
+    // gate a pairing no user runs).
+    draft = load_draft_model(draft_dir, *model, ModelOptions{}.kv_capacity_tokens);
     cfg.draft_model = draft.get();
   }
   const bool exact = f.spec.numerics == "exact";

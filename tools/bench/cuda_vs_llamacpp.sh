@@ -28,7 +28,8 @@
 #  4. Summary: per engine and setting the median over rounds of each run's median tok/s;
 #     llama.cpp's best setting for prefill and for decode; lockstep / llama.cpp ratios (of those
 #     medians, and per round).
-# Environment: QUIET_AFTER (a file whose creation starts the timed steps), P (2048), N (128), R (3), ROUNDS (2), BUDGET_S (470), DEADLINE_S (560: no step
+# Environment: QUIET_AFTER (a file whose creation starts the timed steps), BUILD_NICE (0; the
+#   build's niceness, 19 when other work shares the call), P (2048), N (128), R (3), ROUNDS (2), BUDGET_S (470), DEADLINE_S (560: no step
 #   starts, and every step's timeout ends, by then; lower both when this follows other work in
 #   the same 600 s call), BUILD_TIMEOUT_S (390), LLAMA_UB (512,2048), FAST (1; 0 skips lockstep
 #   --numerics fast), LLAMA_CUDA_BUILD (/tmp/llama-cuda-build),
@@ -123,7 +124,7 @@ build_llama() {  # llama.cpp's own CMake build of llama-bench, CUDA on, every co
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMIT="${commit:-unknown}" \
     -DLLAMA_BUILD_NUMBER="${number:-0}" "${args[@]}" || return 1
-  cmake --build "$LLAMA_CUDA_BUILD" -j "$(nproc)" --target llama-bench
+  nice -n "${BUILD_NICE:-0}" cmake --build "$LLAMA_CUDA_BUILD" -j "$(nproc)" --target llama-bench
 }
 bpid=
 if [ -x "$carry_ll/bin/llama-bench" ] || [ -f "$carry_ll/bin/llama-bench.xz" ]; then

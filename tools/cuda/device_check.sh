@@ -19,7 +19,7 @@ if [ ! -d "$carry/bin" ] && [ -f "$carry-xz/engine.tar.xz" ]; then
   mkdir -p "$carry" && tar -xJf "$carry-xz/engine.tar.xz" -C "$carry"
 fi
 rm -f /tmp/device-check-quiet
-QUIET_AFTER=/tmp/device-check-quiet ROUNDS="${ROUNDS:-1}" DEADLINE_S="${DEADLINE_S:-540}" OUT="$logs/llama" \
+BUILD_NICE=19 QUIET_AFTER=/tmp/device-check-quiet ROUNDS="${ROUNDS:-1}" DEADLINE_S="${DEADLINE_S:-540}" OUT="$logs/llama" \
   bash tools/bench/cuda_vs_llamacpp.sh "${LIKE:-qwen3-8b}" >"$logs/llama.console" 2>&1 &
 llama=$!
 OUT="$logs/engine" bash tools/cuda/engine_on_device.sh check >"$logs/engine.console" 2>&1
