@@ -147,7 +147,8 @@ void print_table(const json& j) {
   for (auto it = j["bytes_by_dtype"].begin(); it != j["bytes_by_dtype"].end(); ++it)
     row(("  " + it.key()).c_str(), num(it.value()) + " (" + human_bytes(it.value().get<double>()) + ")");
   row("kv bytes per token", num(j["kv_bytes_per_token"]) + " (F32 K and V, " +
-                                num(j["full_attention_layers"]) + " full-attention layers)");
+                                num(j["full_attention_layers"]) +
+                                " full-attention layers; half that on a GPU, whose cache is BF16)");
   if (j.contains("mtp_kv_bytes_per_token"))
     row("mtp kv bytes per token", num(j["mtp_kv_bytes_per_token"]));
   if (j.contains("recurrent_state_bytes_per_sequence")) {
