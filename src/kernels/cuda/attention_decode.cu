@@ -50,18 +50,7 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
 
   int nk_row[2];
   int64_t orow[2];
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int vr = gq + 8 * e;
-    if (vr < VG) {
-      const int r = vr / G, g = vr % G;
-      nk_row[e] = a.n_keys[t0 + r];
-      orow[e] = static_cast<int64_t>(t0 + r) * a.n_heads + kh * G + g;
-    } else {
-      nk_row[e] = 0;
-      orow[e] = -1;
-    }
-  }
+  thread_rows(a, t0, kh, G, VG, gq, nk_row, orow);
   int nkw = max(nk_row[0], nk_row[1]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) nkw = max(nkw, __shfl_xor_sync(0xffffffffu, nkw, o));

@@ -119,6 +119,25 @@ __device__ __forceinline__ int64_t lds_s64(uint32_t a) {
   return v;
 }
 
+// The two query rows a thread's MMA elements belong to (virtual rows vr0 and vr0 + 8 of a block
+// whose VG = rows * G virtual rows are (query row t0 + vr / G, head kh * G + vr % G)): their key
+// counts and output rows (0 keys and row -1 past VG). Every attention kernel sets its rows up here.
+__device__ __forceinline__ void thread_rows(const AttnArgs& a, int t0, int kh, int G, int VG,
+                                            int vr0, int (&nk_row)[2], int64_t (&orow)[2]) {
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int vr = vr0 + 8 * e;
+    if (vr < VG) {
+      const int r = vr / G, g = vr % G;
+      nk_row[e] = a.n_keys[t0 + r];
+      orow[e] = static_cast<int64_t>(t0 + r) * a.n_heads + kh * G + g;
+    } else {
+      nk_row[e] = 0;
+      orow[e] = -1;
+    }
+  }
+}
+
 // The softmax steps of one 8-position score tile that every attention kernel takes alike (the
 // decode kernel and the walk/split kernel must agree bit for bit, so both call these). A thread
 // holds the tile's elements e = 0..3 of mma.m16n8: rows gq (e < 2) and gq + 8 (e >= 2), position
