@@ -31,8 +31,7 @@ std::string reply(Engine& engine, const ServingBundle& b, const ChatFlags& f, st
   r.prompt = std::move(prompt);
   r.options.sampling = f.sampling;
   r.options.eos_ids = b.eos_ids;
-  const Tokenizer* tok = b.tokenizer.get();
-  r.options.detokenize = [tok](std::span<const int32_t> ids) { return tok->decode(ids, true); };
+  r.options.tokenizer = b.tokenizer.get();
   r.spec = f.spec.spec;
   r.draft_width = f.spec.draft_width;
   const int64_t room = b.context_tokens - static_cast<int64_t>(r.prompt.size()) - 17;
@@ -40,7 +39,7 @@ std::string reply(Engine& engine, const ServingBundle& b, const ChatFlags& f, st
                      b.context_tokens, " tokens: /reset to start over");
   r.options.max_tokens = std::min(f.max_tokens, room);
   auto stream = engine.submit(std::move(r));
-  server::ChoiceText text(tok, {});
+  server::ChoiceText text(b.tokenizer.get(), {});
   for (;;) {
     StreamEvent ev;
     if (!stream->next(ev, std::chrono::milliseconds(1000))) continue;

@@ -52,9 +52,7 @@ int run_generate(const GenerateFlags& f) {
   o.stop = f.stop;
   o.prefill_chunk = f.prefill_chunk;
   if (!f.ignore_eos) o.eos_ids = eos_ids_for(model->config(), tokenizer.get());
-  if (tokenizer) {
-    o.detokenize = [&](std::span<const int32_t> ids) { return tokenizer->decode(ids, true); };
-  }
+  o.tokenizer = tokenizer.get();
 
   std::unique_ptr<StreamDecoder> stream;
   if (tokenizer && !f.json) stream = std::make_unique<StreamDecoder>(*tokenizer);

@@ -12,6 +12,7 @@
 #include "decode/speculative/drafter.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lockstep {
 
@@ -19,8 +20,9 @@ struct GenerateOptions {
   SamplingParams sampling;
   int64_t max_tokens = 128;
   std::vector<int32_t> eos_ids;         // generation stops after emitting one (it is kept)
-  std::vector<std::string> stop;        // stop strings (need `detokenize`)
-  std::function<std::string(std::span<const int32_t>)> detokenize;
+  std::vector<std::string> stop;        // stop strings (need `tokenizer`)
+  // The text stop strings are matched in: tokenizer->decode(tokens, skip special). Not owned.
+  const Tokenizer* tokenizer = nullptr;
   int64_t prefill_chunk = 0;            // 0: whole prompt in one forward
   // Speculative decoding: drafts of up to draft_width tokens verified in one target forward.
   // The output is identical to classic decode (drafter null) by construction.

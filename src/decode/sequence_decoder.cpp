@@ -12,12 +12,6 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-size_t find_stop(const std::string& text, const std::vector<std::string>& stops) {
-  size_t best = std::string::npos;
-  for (const auto& s : stops)
-    if (!s.empty()) best = std::min(best, text.find(s));
-  return best;
-}
 }  // namespace
 
 SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
@@ -34,8 +28,11 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
       backend_chooses_(options_.top_logprobs < 0 && backend_sampling_enabled()),
       t0_(std::chrono::steady_clock::now()) {
   if (options_.max_tokens < 0) fail("max tokens must be >= 0, got ", options_.max_tokens);
-  if (!options_.stop.empty() && !options_.detokenize)
-    fail("stop strings need a tokenizer (the model directory has no tokenizer.json)");
+  if (!options_.stop.empty()) {
+    if (!options_.tokenizer)
+      fail("stop strings need a tokenizer (the model directory has no tokenizer.json)");
+    stops_ = std::make_unique<StopMatcher>(*options_.tokenizer, options_.stop);
+  }
   if (options_.drafter && options_.draft_width < 1)
     fail("draft width must be >= 1, got ", options_.draft_width);
   if (history_.empty()) fail("the prompt is empty (at least one token is needed)");
@@ -140,8 +137,8 @@ bool SequenceDecoder::choose_and_emit(const ForwardResult& out, int64_t row) {
     result_.finish_reason = "stop";
     return false;
   }
-  if (!options_.stop.empty()) {
-    const size_t at = find_stop(options_.detokenize(result_.tokens), options_.stop);
+  if (stops_) {
+    const size_t at = stops_->push(token);
     if (at != std::string::npos) {
       result_.finish_reason = "stop";
       result_.text_limit = at;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "decode/generate.h"
+#include "decode/stop_matcher.h"
 #include "decode/token_rules.h"
 
 namespace lockstep {
@@ -54,6 +55,7 @@ class SequenceDecoder {
   std::function<bool(int32_t)> on_token_;
   Sampler sampler_;
   std::unique_ptr<SequenceState> seq_;
+  std::unique_ptr<StopMatcher> stops_;  // when options_.stop is not empty
   std::vector<int32_t> history_;
   size_t prompt_len_;
   int64_t prefilled_ = 0;      // prompt tokens already in the cache

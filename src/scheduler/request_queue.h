@@ -22,7 +22,7 @@ namespace lockstep {
 
 struct EngineRequest {
   std::vector<int32_t> prompt;
-  GenerateOptions options;  // sampling, max_tokens, eos_ids, stop + detokenize; drafter unused
+  GenerateOptions options;  // sampling, max_tokens, eos_ids, stop + tokenizer; drafter unused
   std::string spec = "none";  // none | lookup | draft | mtp
   int draft_width = 0;        // 0: the mode's default
   int top_logprobs = -1;      // -1: no logprobs; 0..20: chosen token's logprob + N alternatives

@@ -138,8 +138,7 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
   const bool ignore_eos = get_bool(body, "ignore_eos").value_or(false);  // extension (benchmarks)
   if (!ignore_eos) r.options.eos_ids = ctx.eos_ids;
   if (ctx.tokenizer) {
-    const Tokenizer* tok = ctx.tokenizer;
-    r.options.detokenize = [tok](std::span<const int32_t> ids) { return tok->decode(ids, true); };
+    r.options.tokenizer = ctx.tokenizer;
   } else if (!r.options.stop.empty()) {
     bad_field("stop", "stop strings need the model's tokenizer.json", "no_tokenizer");
   }

@@ -1,7 +1,7 @@
 // OpenAI request bodies -> engine requests. Every parameter is checked here, before anything is
 // queued, so a bad request costs no engine time and its error names the field. The options built
 // for a request are exactly those `lockstep generate` builds from the same flags (eos ids from
-// config.json and the tokenizer, detokenize with special tokens skipped for stop strings), which
+// config.json and the tokenizer, decode with special tokens skipped for stop strings), which
 // is what makes a server response equal the CLI's text.
 #pragma once
 

@@ -50,10 +50,14 @@ std::string StreamDecoder::push(int32_t id) {
   return out;
 }
 
-std::string StreamDecoder::flush() {
+std::string StreamDecoder::pending() const {
   const std::string text = tok_.decode(window_, skip_special_);
   const size_t from = context_text_.size() + emitted_;
-  std::string out = from < text.size() ? text.substr(from) : std::string();
+  return from < text.size() ? text.substr(from) : std::string();
+}
+
+std::string StreamDecoder::flush() {
+  std::string out = pending();
   window_.clear();
   context_text_.clear();
   emitted_ = 0;

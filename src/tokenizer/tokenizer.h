@@ -65,6 +65,9 @@ class StreamDecoder {
   explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);
   std::string push(int32_t id);
   std::string flush();
+  // What flush() would return now, without ending the stream: the pushes so far plus pending()
+  // are decode(ids so far, skip_special).
+  std::string pending() const;
 
  private:
   const Tokenizer& tok_;
