@@ -3,33 +3,17 @@
 // logits (what a request asking for logprobs still takes). Greedy, seeded, penalties and filters;
 // classic decode and speculation with a draft model and lookup; prefill whole and chunked.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-
+#include "../models/model_test_util.h"
 #include "decode/generate.h"
 #include "decode/speculative/draft_model_drafter.h"
 #include "decode/speculative/lookup_drafter.h"
-#include "models/random_checkpoint.h"
 
 namespace lockstep {
 namespace {
 
-namespace fs = std::filesystem;
-
 std::string tiny_model(uint64_t seed) {
-  const auto dir = fs::temp_directory_path() /
-                   ("lockstep-choice-" + std::to_string(getpid()) + "-" + std::to_string(seed));
-  if (!fs::exists(dir / "config.json")) {
-    RandomCheckpointOptions o;
-    o.like = "tiny-qwen3";
-    o.out_dir = dir.string();
-    o.dtype = DType::F32;
-    o.seed = seed;
-    o.progress = false;
-    make_random_checkpoint(o);
-  }
-  return dir.string();
+  return test::tiny_checkpoint("tiny-qwen3", DType::F32, seed);
 }
 
 TEST(BackendChoice, RulesAndHostSamplerGiveTheSameTokens) {

@@ -3,7 +3,6 @@
 // and the gate is able to fail: on a model with near-tied logits, `fast` numerics (multi-row calls
 // reduced in another order) flips generations while `exact` does not.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -22,18 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string random_model(const std::string& like, uint64_t seed) {
-  const auto dir = fs::temp_directory_path() / ("lockstep-gate-" + std::to_string(getpid()) +
-                                                "-" + like + "-" + std::to_string(seed));
-  if (!fs::exists(dir / "config.json")) {
-    RandomCheckpointOptions o;
-    o.like = like;
-    o.out_dir = dir.string();
-    o.dtype = DType::F32;
-    o.seed = seed;
-    o.progress = false;
-    make_random_checkpoint(o);
-  }
-  return dir.string();
+  return test::tiny_checkpoint(like, DType::F32, seed);
 }
 
 // A copy of `src` whose (tied) embedding rows come in near-identical pairs: row 2i+1 = row 2i

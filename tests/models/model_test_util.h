@@ -14,19 +14,22 @@
 
 namespace lockstep::test {
 
-// Directory of a random checkpoint of preset `like` (e.g. "tiny-qwen3"), created on first use.
-inline std::string tiny_checkpoint(const std::string& like, DType dtype = DType::F32) {
+// Directory of a random checkpoint of preset `like` (e.g. "tiny-qwen3"), created on first use;
+// another seed gives other weights (a draft beside its target).
+inline std::string tiny_checkpoint(const std::string& like, DType dtype = DType::F32,
+                                   uint64_t seed = 1234) {
   static std::map<std::string, std::string> made;
-  const std::string key = like + "/" + std::string(dtype_name(dtype));
+  const std::string key =
+      like + "/" + std::string(dtype_name(dtype)) + "/" + std::to_string(seed);
   if (auto it = made.find(key); it != made.end()) return it->second;
   const auto dir = std::filesystem::temp_directory_path() /
                    ("lockstep-test-" + std::to_string(::getpid()) + "-" + like + "-" +
-                    std::string(dtype_name(dtype)));
+                    std::string(dtype_name(dtype)) + "-" + std::to_string(seed));
   RandomCheckpointOptions o;
   o.like = like;
   o.out_dir = dir.string();
   o.dtype = dtype;
-  o.seed = 1234;
+  o.seed = seed;
   o.progress = false;
   make_random_checkpoint(o);
   made[key] = dir.string();

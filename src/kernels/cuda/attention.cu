@@ -135,22 +135,13 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
   }
   __syncthreads();  // q and the first offsets are in
 
-  // ldmatrix addresses. Every ldmatrix row below is a multiple of 8 plus lane & 7, so its
-  // swizzle term is lane & 7 and a 16-byte chunk C (even) lands at ((C ^ x) << 4) for a per-lane
-  // x < 8: that is (C & ~7) * 16 (an immediate) + xo[(C & 7) / 2] (one of four registers).
+  // ldmatrix addresses (lane_chunks, attention_internal.cuh).
   const int l7 = lane & 7, hi = lane >> 4, mid = (lane >> 3) & 1;
   const uint32_t qa = sbase + Ly::kQ + (warp * 16 + l7 + mid * 8) * kRb;  // q rows; chunk 2kk + hi
   const uint32_t ka = (l7 + hi * 8) * kRb;                  // key rows 16jj + ..; chunk 2kk + mid
   const uint32_t va = (l7 + mid * 8) * kRb;                 // value rows 16kk + ..; chunk 2nn + hi
-  uint32_t xq[4], xk[4];                                    // xq also serves the values
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    xq[m] = static_cast<uint32_t>(((2 * m) ^ (hi ^ l7)) << 4);
-    xk[m] = static_cast<uint32_t>(((2 * m) ^ (mid ^ l7)) << 4);
-  }
-  auto chunk_off = [](const uint32_t (&xo)[4], int C) {
-    return static_cast<uint32_t>((C & ~7) << 4) + xo[(C & 7) >> 1];
-  };
+  uint32_t xq[4], xk[4];  // xq also serves the values
+  lane_chunks(l7, hi, mid, xq, xk);
 
   // Sub-tile j of chunk c: keys [kSub j, +kSub) for j < kSpc, then the values of pass
   // (j - kSpc) / kSpc, positions [kSub ((j - kSpc) % kSpc), +kSub): kSub rows of HD BF16, copied

@@ -119,14 +119,7 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
   const uint32_t qa = sbase + Ly::kQ + (l7 + mid * 8) * kRb;
   const uint32_t ka = sbase + Ly::kK + (warp * 32 + l7 + hi * 8) * kRb;
   uint32_t xq[4], xk[4];
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    xq[m] = static_cast<uint32_t>(((2 * m) ^ (hi ^ l7)) << 4);
-    xk[m] = static_cast<uint32_t>(((2 * m) ^ (mid ^ l7)) << 4);
-  }
-  auto chunk_off = [](const uint32_t (&xo)[4], int C) {
-    return static_cast<uint32_t>((C & ~7) << 4) + xo[(C & 7) >> 1];
-  };
+  lane_chunks(l7, hi, mid, xq, xk);
   float S[4][4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) S[t][0] = S[t][1] = S[t][2] = S[t][3] = 0.0f;

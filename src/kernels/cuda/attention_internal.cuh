@@ -119,6 +119,23 @@ __device__ __forceinline__ int64_t lds_s64(uint32_t a) {
   return v;
 }
 
+// ldmatrix addresses. Every ldmatrix row in the attention kernels is a multiple of 8 plus
+// lane & 7, so its swizzle term is lane & 7 and a 16-byte chunk C (even) lands at ((C ^ x) << 4)
+// for a per-lane x < 8: that is (C & ~7) * 16 (an immediate) + xo[(C & 7) / 2] (one of four
+// registers). xq serves the operands whose lanes add hi = lane >> 4 to the chunk, xk those adding
+// mid = (lane >> 3) & 1.
+__device__ __forceinline__ void lane_chunks(int l7, int hi, int mid, uint32_t (&xq)[4],
+                                            uint32_t (&xk)[4]) {
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    xq[m] = static_cast<uint32_t>(((2 * m) ^ (hi ^ l7)) << 4);
+    xk[m] = static_cast<uint32_t>(((2 * m) ^ (mid ^ l7)) << 4);
+  }
+}
+__device__ __forceinline__ uint32_t chunk_off(const uint32_t (&xo)[4], int C) {
+  return static_cast<uint32_t>((C & ~7) << 4) + xo[(C & 7) >> 1];
+}
+
 // The two query rows a thread's MMA elements belong to (virtual rows vr0 and vr0 + 8 of a block
 // whose VG = rows * G virtual rows are (query row t0 + vr / G, head kh * G + vr % G)): their key
 // counts and output rows (0 keys and row -1 past VG). Every attention kernel sets its rows up here.

@@ -50,6 +50,21 @@ struct DevRule {
   int32_t adj_begin, adj_end;  // this row's penalty list in the adjust array
 };
 
+// The device's copy of a rule's scoring parameters (the penalty list goes to its own array).
+DevRule dev_rule(const TokenRule& t, int64_t row, int32_t adj_begin, int32_t adj_end) {
+  DevRule d{};
+  d.row = row;
+  d.position = t.position;
+  d.seed = t.seed;
+  d.temperature = t.temperature;
+  d.repetition = t.repetition_penalty;
+  d.presence = t.presence_penalty;
+  d.frequency = t.frequency_penalty;
+  d.adj_begin = adj_begin;
+  d.adj_end = adj_end;
+  return d;
+}
+
 struct Best {
   float score;
   int32_t id;  // -1: no candidate yet
@@ -196,19 +211,11 @@ void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> ru
       host_rows.push_back(i);
       continue;
     }
-    DevRule d{};
-    d.row = static_cast<int64_t>(i);
-    d.position = t.position;
-    d.seed = t.seed;
-    d.temperature = t.temperature;
-    d.repetition = t.repetition_penalty;
-    d.presence = t.presence_penalty;
-    d.frequency = t.frequency_penalty;
-    d.adj_begin = static_cast<int32_t>(adjust.size());
+    const auto adj_begin = static_cast<int32_t>(adjust.size());
     for (const TokenAdjust& a : t.adjust)
       if (a.id >= 0 && a.id < V) adjust.push_back(a);
-    d.adj_end = static_cast<int32_t>(adjust.size());
-    dev.push_back(d);
+    dev.push_back(dev_rule(t, static_cast<int64_t>(i), adj_begin,
+                           static_cast<int32_t>(adjust.size())));
     dev_rows.push_back(i);
   }
   if (!dev.empty()) {
@@ -290,15 +297,7 @@ void position_uniforms(uint64_t seed, int64_t position, int64_t n, float* out) {
 }
 
 void choice_scores(const float* logits, int64_t V, const TokenRule& rule, float* out) {
-  DevRule d{};
-  d.position = rule.position;
-  d.seed = rule.seed;
-  d.temperature = rule.temperature;
-  d.repetition = rule.repetition_penalty;
-  d.presence = rule.presence_penalty;
-  d.frequency = rule.frequency_penalty;
-  d.adj_begin = 0;
-  d.adj_end = static_cast<int32_t>(rule.adjust.size());
+  const DevRule d = dev_rule(rule, 0, 0, static_cast<int32_t>(rule.adjust.size()));
   auto* adjust = static_cast<TokenAdjust*>(
       buffer(std::max<size_t>(rule.adjust.size(), 1) * sizeof(TokenAdjust)));
   upload(adjust, rule.adjust.data(), rule.adjust.size() * sizeof(TokenAdjust));
