@@ -30,7 +30,7 @@ stamp "make-random qwen3-8b (background)"
 mk=$!
 
 stamp "cuda_tests *Quant*:*Linear*"
-timeout 190 /tmp/q/bin/run-cuda_tests --gtest_filter='*Quant*:*Linear*' >"$out/cuda_tests.log" 2>&1
+timeout 200 /tmp/q/bin/run-cuda_tests --gtest_filter='*Quant*:*Linear*' >"$out/cuda_tests.log" 2>&1
 note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' "$out/cuda_tests.log" | head -30 | tee -a "$summary"
 grep -E 'runs differ|differs from' "$out/cuda_tests.log" | head -12 | cut -c1-400 | tee -a "$summary"
@@ -38,16 +38,15 @@ grep -E 'runs differ|differs from' "$out/cuda_tests.log" | head -12 | cut -c1-40
 stamp "gates"
 "$bin" quantize -m models/lockstep-draft-3m -o "$work/draft-q4" --bits 4 >/dev/null 2>&1
 "$bin" quantize -m models/lockstep-draft-3m -o "$work/draft-q8" --bits 8 >/dev/null 2>&1
-gate() {  # name, then verify's arguments
-  local name=$1
-  shift
-  timeout 60 "$bin" verify --device cuda "$@" --prompts tests/gate/prompts.jsonl -n 64 \
+gate() {  # name, seconds, then verify's arguments
+  local name=$1 secs=$2
+  shift 2
+  timeout "$secs" "$bin" verify --device cuda "$@" --prompts tests/gate/prompts.jsonl -n 64 \
     >"$work/gate_$name.log" 2>&1
   { echo "=== gate $name: verify $*"; cat "$work/gate_$name.log"; } >>"$out/gates.log"
   note "gate $name (cuda): $(grep -E '^(PASS|FAIL|DIVERGED)|rror|terminate' "$work/gate_$name.log" | head -1)"
 }
-gate q4target -m "$work/draft-q4" --draft-model "$work/draft-q8"
-gate q8target -m "$work/draft-q8" --draft-model "$work/draft-q4"
+gate q4target 80 -m "$work/draft-q4" --draft-model "$work/draft-q8"
 # The same quantized target with the quantized weights dequantized to BF16 at load (the old
 # placement): its greedy tokens must be the same ones (compared below through generate).
 for q in 1 0; do
@@ -71,9 +70,20 @@ for q in 0 8 4; do
   args=()
   [ "$q" != 0 ] && args=(--quantize "$q")
   stamp "bench quantize=$q"
-  timeout $(($(left) - 10)) "$bin" bench --device cuda -m "$work/q8b" -p 16 -n 96 -r 2 "${args[@]}" \
+  t=$(($(left) - 10)); [ "$t" -gt 100 ] && t=100
+  timeout "$t" "$bin" bench --device cuda -m "$work/q8b" -p 16 -n 96 -r 2 "${args[@]}" \
     >"$work/bench_q$q.log" 2>&1
   { echo "=== bench --quantize $q"; cat "$work/bench_q$q.log"; } >>"$out/bench.log"
   note "bench qwen3-8b quantize=$q: $(grep -E '^(machine|prefill|decode) |rror' "$work/bench_q$q.log" | tr -s ' ' | tr '\n' '|')"
 done
+# Per-op GPU time of the 8-bit decode (eager, CUDA events around each op), while time lasts.
+if [ "$(left)" -gt 70 ]; then
+  stamp "profile quantize=8"
+  LOCKSTEP_CUDA_PROFILE=1 timeout 45 "$bin" bench --device cuda -m "$work/q8b" -p 16 -n 32 -r 1 \
+    --quantize 8 >"$out/profile.log" 2>&1
+  grep -E -A9 'steps, ' "$out/profile.log" | head -24 | tee -a "$summary"
+fi
+if [ "$(left)" -gt 40 ]; then
+  gate q8target $(($(left) - 10)) -m "$work/draft-q8" --draft-model "$work/draft-q4"
+fi
 stamp "done"

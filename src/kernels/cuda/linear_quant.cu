@@ -2,11 +2,12 @@
 // the quantized embedding gather. Every path produces the BF16 elements of linear_quant.cuh, so a
 // quantized weight is, for every kernel and M, the BF16 matrix place() used to upload.
 //
-// - M <= 64 with BF16/F16 scales and 16-byte aligned code rows and piece starts: the skinny kernel
+// - M <= 64 with BF16/F16 scales, groups of a power of two >= 32, and 16-byte aligned code rows
+//   and piece starts: the skinny kernel
 //   at QB = 4 / 8 (linear_skinny.cuh), which dequantizes each stage into the BF16 tile the BF16
 //   kernel would have copied.
-// - Otherwise (M > 64: prefill and large batches; F32 scales; 4-bit rows or piece starts that are
-//   not 16-byte aligned): the weight is dequantized into a BF16 copy in a scratch buffer, and the
+// - Otherwise (M > 64: prefill and large batches; F32 scales; other group sizes; 4-bit rows or
+//   piece starts that are not 16-byte aligned): the weight is dequantized into a BF16 copy in a scratch buffer, and the
 //   BF16 linear runs on it: bitwise by construction. The copy costs a pass writing 2 bytes per
 //   weight (a 12288 x 4096 weight: ~150 MB, ~40 us on an H200, against ~0.8 ms of MMAs for 2048
 //   tokens). The buffer is reserved when weights are placed (reserve_dequant_scratch), so no step,
@@ -96,6 +97,9 @@ int check_quant(const Weight& w, const char* what) {
 // 4-byte pairs of 16-bit scales.
 bool fused_shape(const Weight& w) {
   if (w.scale_dtype != DType::BF16 && w.scale_dtype != DType::F16) return false;
+  // Groups of a power of two >= 32 (MLX writes 32, 64, 128): shifts instead of divisions, and at
+  // most BK / 32 + 1 groups a stage.
+  if (w.group_size < 32 || (w.group_size & (w.group_size - 1)) != 0) return false;
   if (w.bits == 8) return true;
   const int64_t K = w.cols;
   return K % 32 == 0 && split_len(K, split_count(w.rows, K)) % 32 == 0;
@@ -138,7 +142,9 @@ void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias,
       fail("CUDA linear: x must be a 16-byte aligned device pointer");
     Group g;
     g.add(static_cast<const uint16_t*>(w.data), bias, y, N);
-    const SkQuant q{static_cast<const uint32_t*>(w.scales), static_cast<int>(w.group_size), fmt};
+    int lg = 5;
+    while ((int64_t{1} << lg) < w.group_size) ++lg;
+    const SkQuant q{static_cast<const uint32_t*>(w.scales), lg, fmt};
     const int m = static_cast<int>(M);
     const int used = w.bits == 8 ? quant_skinny8(g, x, m, K, S, q, path_override)
                                  : quant_skinny4(g, x, m, K, S, q, path_override);

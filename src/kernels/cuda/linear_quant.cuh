@@ -56,22 +56,25 @@ __device__ __forceinline__ float dequant_f32(uint32_t q, float s, float b) {
 // the codes are lo (elements 0-3) and hi (4-7) for 8 bits, lo alone (elements 0-7) for 4 bits.
 template <int QB>
 __device__ __forceinline__ uint4 dequant8(uint32_t lo, uint32_t hi, float s, float b) {
-  uint32_t q[8];
+  // m[j]: the float bits 0x4B000000 | q_j (2^23 + q_j); one byte permute per 8-bit code.
+  uint32_t m[8];
   if constexpr (QB == 8) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      q[j] = (lo >> (8 * j)) & 0xffu;
-      q[4 + j] = (hi >> (8 * j)) & 0xffu;
+      // Bytes of the result: code byte j, 0, 0, 0x4B (selector nibbles j, 4, 5, 7).
+      m[j] = __byte_perm(lo, 0x4B000000u, 0x7540u + j);
+      m[4 + j] = __byte_perm(hi, 0x4B000000u, 0x7540u + j);
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) q[j] = (lo >> (4 * j)) & 0xfu;
+    for (int j = 0; j < 8; ++j) m[j] = ((lo >> (4 * j)) & 0xfu) | 0x4B000000u;
   }
+  auto e = [&](int j) { return __fmaf_rn(__fsub_rn(__uint_as_float(m[j]), 8388608.0f), s, b); };
   uint4 r;
-  r.x = detail::pack_bf16x2(dequant_f32(q[0], s, b), dequant_f32(q[1], s, b));
-  r.y = detail::pack_bf16x2(dequant_f32(q[2], s, b), dequant_f32(q[3], s, b));
-  r.z = detail::pack_bf16x2(dequant_f32(q[4], s, b), dequant_f32(q[5], s, b));
-  r.w = detail::pack_bf16x2(dequant_f32(q[6], s, b), dequant_f32(q[7], s, b));
+  r.x = detail::pack_bf16x2(e(0), e(1));
+  r.y = detail::pack_bf16x2(e(2), e(3));
+  r.z = detail::pack_bf16x2(e(4), e(5));
+  r.w = detail::pack_bf16x2(e(6), e(7));
   return r;
 }
 

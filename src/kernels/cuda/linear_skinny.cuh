@@ -34,22 +34,29 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool va
 // 32 WR threads load and wait on only their piece's part, so pieces sync on their own barrier).
 // WR, BK and STAGES are free choices: the k-steps, the MMA operands and the merge are the same for
 // every config.
-template <int WR_, int BK_, int STAGES_>
+// DQ (quantized only): warps per row tile of a piece; the DQ - 1 extra ones only load and
+// dequantize (they hold no accumulators), so the ALU-bound dequantization has DQ times the warps
+// to hide its latency without more rows (or shared memory) per block.
+template <int WR_, int BK_, int STAGES_, int DQ_ = 1>
 struct SkCfg {
-  static constexpr int WR = WR_, BK = BK_, STAGES = STAGES_;
+  static constexpr int WR = WR_, BK = BK_, STAGES = STAGES_, DQ = DQ_;
 };
 
 template <int MT, bool XF32, int S, typename CF, int QB = 0>
 struct Skinny {
-  static constexpr int kWR = CF::WR, kBK = CF::BK, kStages = CF::STAGES;
+  static constexpr int kWR = CF::WR, kBK = CF::BK, kStages = CF::STAGES, kDQ = CF::DQ;
   static constexpr int kRows = 16 * kWR;           // weight rows per block
-  static constexpr int kPT = 32 * kWR;             // threads per piece
+  static constexpr int kPT = 32 * kWR * kDQ;       // threads per piece
   static constexpr int kThreads = kPT * S;
+  // Kernels with dequant warps are held to 128 registers (512 threads a block, or 2 or 4 blocks
+  // of 256 or 128 threads a multiprocessor), so the shared memory, not the register file, sets
+  // occupancy.
+  static constexpr int kMinBlocks = kDQ == 1 ? 1 : (kThreads >= 512 ? 1 : 512 / kThreads);
   static constexpr int kWBytes = kRows * kBK * 2;  // a BF16 weight tile of one piece and stage
   // Quantized staging of one piece and stage: the codes, then kNP pair slots per row (the groups
-  // a stage of BK k can touch: see load_w).
+  // a stage of BK k can touch, for power-of-two groups of at least 32: see load_w).
   static constexpr int kCodeBytes = kRows * kBK * QB / 8;
-  static constexpr int kNP = kBK / 16 + 1;
+  static constexpr int kNP = kBK / 32 + 1;
   static constexpr int kRingW = QB == 0 ? kWBytes : kCodeBytes + kRows * kNP * 4;
   static constexpr int kXStride = kBK + 8;         // floats per FP32 x row (conflict-free float2)
   // x of one piece in one stage: the call's xr tokens as FP32 rows (M <= 16), or 8 MT bf16 rows
@@ -65,16 +72,19 @@ struct Skinny {
   static_assert(kBK % 16 == 0 && kStages >= 2 && (kRows * (kBK / 8)) % kPT == 0, "skinny config");
   // Quantized: a 16-byte code chunk holds 128 / QB k, a stage whole chunks; the ring needs a third
   // stage (the one being dequantized sits between the one read and the ones in flight).
-  static_assert(QB == 0 || ((kBK * QB) % 128 == 0 && (kRows * (kBK * QB / 128)) % kPT == 0 &&
-                            kStages >= 3), "quantized skinny config");
+  static_assert(QB == 0 || ((kBK * QB) % 128 == 0 && kBK % 32 == 0 && kStages >= 3),
+                "quantized skinny config");
+  static_assert(QB != 0 || kDQ == 1, "dequant warps are for quantized weights");
 };
 
-// sb, G, pair_fmt: the quantized weight's scale/bias pairs (linear_quant.cuh), group size and
-// pair format (kPairBF16 / kPairF16); unused for QB = 0. A quantized launch has one weight.
+// sb, lg, pair_fmt: the quantized weight's scale/bias pairs (linear_quant.cuh), log2 of its group
+// size (a power of two >= 32) and pair format (kPairBF16 / kPairF16); unused for QB = 0. A
+// quantized launch has one weight.
 template <int MT, bool XF32, int S, typename CF, int QB>
-__global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads)
+__global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads,
+                                  Skinny<MT, XF32, S, CF, QB>::kMinBlocks)
     linear_skinny(const __grid_constant__ Outs outs, const void* __restrict__ xv, int M, int K,
-                  int Ks, const uint32_t* __restrict__ sb, int G, int pair_fmt) {
+                  int Ks, const uint32_t* __restrict__ sb, int lg, int pair_fmt) {
   using C = Skinny<MT, XF32, S, CF, QB>;
   constexpr int BK = C::kBK, STAGES = C::kStages, PT = C::kPT, ROWS = C::kRows;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -84,7 +94,10 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads)
   float* __restrict__ y = o.y;
   const int N = o.N;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int piece = warp / C::kWR, wrow = warp % C::kWR;
+  // Warp (piece, wrow) with wrow < WR owns row tile wrow and its MMAs; wrow >= WR (DQ > 1) only
+  // loads and dequantizes.
+  const int piece = warp / (C::kWR * C::kDQ), wrow = warp % (C::kWR * C::kDQ);
+  const bool mma_warp = wrow < C::kWR;
   const int ptid = tid - piece * PT;  // thread index within the piece's warps
   const int n0 = o.bx * ROWS;
   const int m0 = blockIdx.y * 8 * MT;
@@ -116,25 +129,32 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads)
       constexpr int kCC = BK * QB / 128;  // chunks per row and stage
       const uint8_t* codes = reinterpret_cast<const uint8_t*>(w);
       const int64_t row_bytes = static_cast<int64_t>(K) * QB / 8;
+      constexpr int kCodeChunks = ROWS * kCC;
 #pragma unroll
-      for (int i = 0; i < ROWS * kCC / PT; ++i) {
+      for (int i = 0; i < (kCodeChunks + PT - 1) / PT; ++i) {
         const int idx = ptid + PT * i, r = idx / kCC, c = idx % kCC;
-        const int gk = k0 + c * (128 / QB);
-        const bool ok = (n0 + r < N) && (gk < kend);
-        const uint8_t* src = ok ? codes + (n0 + r) * row_bytes + gk * QB / 8 : codes;
-        cp_async16(ws + r * (BK * QB / 8) + c * 16, src, ok);
+        if (kCodeChunks % PT == 0 || idx < kCodeChunks) {
+          const int gk = k0 + c * (128 / QB);
+          const bool ok = (n0 + r < N) && (gk < kend);
+          const uint8_t* src = ok ? codes + (n0 + r) * row_bytes + gk * QB / 8 : codes;
+          cp_async16(ws + r * (BK * QB / 8) + c * 16, src, ok);
+        }
       }
-      // Pairs: the groups [k0 / G, k0 / G + np) that [k0, k0 + BK) touches, of each row, into
-      // its kNP slots (np <= (G - 16 + BK - 1) / G + 1 <= BK / 16 + 1 = kNP: k0 is a multiple of
-      // 16; the piece's last, shorter stage stops at the row's last group).
-      const int gpr = K / G, g0 = k0 / G;
-      const int np = min((k0 % G + BK - 1) / G + 1, gpr - g0);
+      // Pairs: the groups [g0, g0 + np) that [k0, k0 + BK) touches, of each row, into its kNP
+      // slots. k0 is a multiple of 16 and G = 2^lg >= 32, so np <= (G - 16 + BK - 1) / G + 1 <=
+      // BK / 32 + 1 = kNP; the piece's last, shorter stage stops at the row's last group.
+      const int gpr = K >> lg, g0 = k0 >> lg;
+      const int np = min((((k0 & ((1 << lg) - 1)) + BK - 1) >> lg) + 1, gpr - g0);
       const uint32_t ps = ws + C::kCodeBytes;
-      for (int idx = ptid; idx < ROWS * np; idx += PT) {
-        const int r = idx / np, j = idx - r * np;
-        const bool ok = n0 + r < N;
-        const uint32_t* src = ok ? sb + static_cast<int64_t>(n0 + r) * gpr + g0 + j : sb;
-        cp_async4(ps + (r * C::kNP + j) * 4, src, ok);
+      constexpr int kPairSlots = ROWS * C::kNP;
+#pragma unroll
+      for (int i = 0; i < (kPairSlots + PT - 1) / PT; ++i) {
+        const int idx = ptid + PT * i, r = idx / C::kNP, j = idx % C::kNP;
+        if ((kPairSlots % PT == 0 || idx < kPairSlots) && j < np) {
+          const bool ok = n0 + r < N;
+          const uint32_t* src = ok ? sb + static_cast<int64_t>(n0 + r) * gpr + g0 + j : sb;
+          cp_async4(ps + idx * 4, src, ok);
+        }
       }
     }
   };
@@ -169,14 +189,14 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads)
   auto dequant = [&](int stage, int chunk, int t) {
     if constexpr (QB != 0) {
       const uint8_t* st = smem + stage * stage_bytes + piece * piece_bytes;
-      const uint32_t tile = base + tiles_off + t * C::kWBytes;
-      const int k0 = kbeg + chunk * BK, g0 = k0 / G;
+      uint8_t* tile = smem + tiles_off + t * C::kWBytes;
+      const int k0 = kbeg + chunk * BK, g0 = k0 >> lg;
       const bool f16 = pair_fmt == kPairF16;
 #pragma unroll
       for (int i = 0; i < ROWS * (BK / 8) / PT; ++i) {
         const int idx = ptid + PT * i, r = idx / (BK / 8), c = idx % (BK / 8);
-        const uint32_t p =
-            *reinterpret_cast<const uint32_t*>(st + C::kCodeBytes + (r * C::kNP + (k0 + c * 8) / G - g0) * 4);
+        const uint32_t p = *reinterpret_cast<const uint32_t*>(
+            st + C::kCodeBytes + (r * C::kNP + ((k0 + c * 8) >> lg) - g0) * 4);
         const float s = half_bits_to_f32(p & 0xffffu, f16), b = half_bits_to_f32(p >> 16, f16);
         uint32_t lo, hi = 0;
         if constexpr (QB == 8) {
@@ -185,10 +205,9 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads)
         } else {
           lo = *reinterpret_cast<const uint32_t*>(st + r * (BK / 2) + c * 4);
         }
-        const uint4 e = dequant8<QB>(lo, hi, s, b);
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(tile + swz(r, c, BK * 2)),
-                     "r"(e.x), "r"(e.y), "r"(e.z), "r"(e.w)
-                     : "memory");
+        // A plain store (no asm memory clobber), so the compiler may hoist the next chunks'
+        // shared loads above it; the next reader is behind the next iteration's barrier.
+        *reinterpret_cast<uint4*>(tile + swz(r, c, BK * 2)) = dequant8<QB>(lo, hi, s, b);
       }
     }
   };
@@ -214,9 +233,11 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads)
   const int arow = wrow * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;  // A ldmatrix row
   const int acol = lane >> 4;                                       // A ldmatrix k half
   // Stage kc's MMAs: A from the BF16 weight tile at ws, B from the x of ring slot rs, in
-  // increasing k. With QB != 0, dequant_next (stage kc + 1 into the other tile) runs between the
-  // fragment loads and the MMAs, so its ALU work overlaps them.
+  // increasing k. With QB != 0, dequant_next (stage kc + 1 into the other tile) runs first, so
+  // its registers are free again before the fragments are loaded (both at once spilled at 128
+  // registers); other warps' MMAs overlap it.
   auto mma_stage = [&](uint32_t ws, int rs, int kc, auto&& dequant_next) {
+    dequant_next();
     const int soff = rs * stage_bytes + piece * piece_bytes + C::kRingW;
     [[maybe_unused]] const uint32_t xs = base + soff;
     [[maybe_unused]] const float* xf = reinterpret_cast<const float*>(smem + soff);
@@ -250,7 +271,6 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads)
         }
       }
     }
-    dequant_next();
     // MMAs in increasing k (fragments past `steps` hold stale data and are not used).
 #pragma unroll
     for (int s = 0; s < BK / 16; ++s)
@@ -323,15 +343,20 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads)
         cp_async_commit();
       }
       const int cur = kc & 1;
-      mma_stage(base + tiles_off + cur * C::kWBytes, rs, kc, [&] {
+      auto dequant_next = [&] {
         if (kc + 1 < nk) dequant(ds, kc + 1, cur ^ 1);
-      });
+      };
+      if (mma_warp) mma_stage(base + tiles_off + cur * C::kWBytes, rs, kc, dequant_next);
+      else dequant_next();
       rs = rs + 1 == STAGES ? 0 : rs + 1;
       ds = ds + 1 == STAGES ? 0 : ds + 1;
       ls = ls + 1 == STAGES ? 0 : ls + 1;
     }
   }
   cp_async_wait<0>();
+  if constexpr (S == 1) {
+    if (!mma_warp) return;  // (S > 1: after the block-wide barriers below)
+  }
 
   if constexpr (S > 1) {
     // Pieces 1.. hand their accumulators to piece 0, which adds them in piece order.
@@ -340,14 +365,14 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads)
     auto slot = [&](int p, int j, int e) {
       return (((p - 1) * C::kWR + wrow) * MT + j) * 4 * 32 + e * 32 + lane;
     };
-    if (piece > 0) {
+    if (piece > 0 && mma_warp) {
 #pragma unroll
       for (int j = 0; j < MT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) red[slot(piece, j, e)] = acc[j][e];
     }
     __syncthreads();
-    if (piece > 0) return;
+    if (piece > 0 || !mma_warp) return;
 #pragma unroll
     for (int p = 1; p < S; ++p)
 #pragma unroll
@@ -399,7 +424,7 @@ void allow_smem_max() {
 // The quantized side of a skinny launch (QB != 0): the weight's pairs, group size, pair format.
 struct SkQuant {
   const uint32_t* sb = nullptr;
-  int G = 16, pair_fmt = kPairBF16;
+  int lg = 5, pair_fmt = kPairBF16;  // log2(group size)
 };
 
 // Launches one skinny kernel; false (nothing launched) when its shared memory does not fit.
@@ -412,7 +437,7 @@ bool launch_skinny3(const Group& g, const void* x, int M, int K, int Ks, const S
   allow_smem_max<kernel>();
   const dim3 grid(g.blocks(C::kRows), (M + 8 * MT - 1) / (8 * MT));
   launch(QB == 0 ? "linear (skinny kernel)" : "linear (quantized skinny kernel)", kernel, grid,
-         C::kThreads, bytes, g.table(C::kRows), x, M, K, Ks, q.sb, q.G, q.pair_fmt);
+         C::kThreads, bytes, g.table(C::kRows), x, M, K, Ks, q.sb, q.lg, q.pair_fmt);
   return true;
 }
 
