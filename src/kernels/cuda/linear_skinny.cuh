@@ -7,8 +7,10 @@
 //   stored) and the scale/bias pairs of the groups the stage touches; the piece's threads then
 //   dequantize it cooperatively into one of two BF16 tiles (one thread = one 16-byte chunk = 8
 //   elements of one row, all in one group: dequant8, linear_quant.cuh), laid out exactly as the
-//   QB = 0 tile. Stage j is dequantized in iteration j - 1 while the warps run stage j - 1's MMAs
-//   from the other tile, and used in iteration j. The k-steps, the MMA operands, the merge and
+//   QB = 0 tile. Stage j is dequantized in iteration j - 1 (by every warp of the piece: the row
+//   tiles' MMA warps before their MMAs of stage j - 1 from the other tile, and DQ - 1 extra
+//   warps per tile that only load and dequantize), and used in iteration j. The k-steps, the MMA
+//   operands, the merge and
 //   the stores are one code path, so the quantized result is bitwise the BF16 result of the
 //   dequantized matrix.
 #pragma once
