@@ -1,6 +1,10 @@
 // The CUDA backend: kernels::Backend over kernels/cuda/cuda_ops.h. Weights are placed on the GPU
-// as BF16 (F32/F16 checkpoints are rounded to BF16, quantized ones dequantized to BF16: the GPU
-// kernels have one weight format so far); activations stay FP32 between ops. Scratch arrays come
+// as BF16 (F32/F16 checkpoints are rounded to BF16, 4/8-bit affine ones dequantized to BF16), or,
+// with LOCKSTEP_CUDA_QUANT=1, 4/8-bit affine weights stay quantized (codes as stored plus 4-byte
+// scale/bias pairs, kernels/quant_gpu_layout.h; each element means the BF16 value of its
+// dequantization, so results are bitwise those of the BF16 placement, at 1/2 or 1/4 of the
+// memory; opt-in because its decode is still slower: H200 Qwen3-8B 121 tok/s at 8 bits, 115 at 4,
+// 166 at BF16); activations stay FP32 between ops. Scratch arrays come
 // from a caching allocator, so a forward call does no cudaMalloc/cudaFree after the first ones
 // (cudaFree would synchronize the device); all ops run in order on one stream, which makes
 // reusing a released array safe without events.
@@ -42,6 +46,8 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/numerics.h"
+#include "kernels/quant_format.h"
+#include "kernels/quant_gpu_layout.h"
 #include "kernels/ref/quant_ref.h"
 #include "kernels/ref/ref_ops.h"
 
@@ -282,6 +288,11 @@ class CudaBackend final : public Backend {
     // LOCKSTEP_CUDA_GRAPHS=0 runs every step eagerly (to measure what graphs save).
     const char* g = std::getenv("LOCKSTEP_CUDA_GRAPHS");
     graphs_enabled_ = !(g && std::string(g) == "0");
+    // LOCKSTEP_CUDA_QUANT=1 keeps 4/8-bit weights quantized on the GPU (place_quantized: the same
+    // results, 1/2 or 1/4 of the memory, slower decode so far); otherwise they are dequantized to
+    // BF16 when placed.
+    const char* q = std::getenv("LOCKSTEP_CUDA_QUANT");
+    quant_on_gpu_ = q && std::string(q) == "1";
     if (OpProfile::wanted()) {  // times ops one by one: eager only
       prof_ = std::make_unique<OpProfile>();
       graphs_enabled_ = false;
@@ -409,6 +420,10 @@ class CudaBackend final : public Backend {
     if (prof_) prof_->release();
     auto found = placed_.find(host.data);  // tied embeddings / lm_head share one copy
     if (found != placed_.end()) return found->second;
+    // Weights the fused quantized kernel cannot take (F32 scales; 4-bit rows or pieces that are
+    // not 16-byte aligned) would be dequantized on every call: BF16 serves them better.
+    if (host.quant != QuantFormat::None && quant_on_gpu_ && cuda::linear_quant_fused(host))
+      return placed_[host.data] = place_quantized(host);
     Weight w;
     w.dtype = DType::BF16;
     w.rows = host.rows;
@@ -443,13 +458,54 @@ class CudaBackend final : public Backend {
     return w;
   }
 
+  // A 4/8-bit weight stays quantized: its codes uploaded as stored, its scales and biases as one
+  // pair per row group (quant_gpu_layout.h), packed on the host threads in row blocks. The kernels
+  // rebuild each element as f32_to_bf16(fma(q, s, b)), the value the BF16 placement above
+  // uploads, so every result is unchanged; decode reads about 1/2 (8-bit) or 1/4 (4-bit) of the
+  // bytes. The host pages are kept: --quantize makes heap copies (anonymous memory would read
+  // back as zeros if dropped).
+  Weight place_quantized(const Weight& host) {
+    check_quant_layout(host, "CUDA backend");
+    Weight w = host;  // shape, bits, group size, scale dtype
+    const int64_t code_bytes = gpu_code_bytes(host), pair_bytes = gpu_pair_bytes(host);
+    void* codes = cuda::malloc_device(static_cast<size_t>(code_bytes));
+    weights_.push_back(codes);
+    auto* pairs = static_cast<uint8_t*>(cuda::malloc_device(static_cast<size_t>(pair_bytes)));
+    weights_.push_back(pairs);
+    cuda::upload(codes, host.data, static_cast<size_t>(code_bytes));
+    const int64_t row_pair = pair_bytes / host.rows;
+    const int64_t rows_per = std::max<int64_t>(1, (int64_t{16} << 20) / row_pair);
+    std::vector<uint8_t> buf;
+    for (int64_t r0 = 0; r0 < host.rows; r0 += rows_per) {
+      const int64_t n = std::min(rows_per, host.rows - r0);
+      buf.resize(static_cast<size_t>(n * row_pair));
+      threads_->parallel_for(n, [&](int64_t a, int64_t b) {
+        pack_gpu_pairs(host, r0 + a, r0 + b, buf.data() + a * row_pair);
+      });
+      cuda::upload(pairs + r0 * row_pair, buf.data(), buf.size());
+      cuda::synchronize();  // buf is reused
+    }
+    w.data = codes;
+    w.scales = pairs;
+    w.biases = nullptr;  // in the pairs
+    // M > 64 dequantizes into a BF16 copy: its buffer is sized here, never inside a step.
+    cuda::reserve_dequant_scratch(host.rows * host.cols);
+    if (!quant_noted_) {
+      quant_noted_ = true;
+      std::fprintf(stderr,
+                   "cuda: 4/8-bit weights stay quantized on the GPU (codes + scale/bias pairs, "
+                   "results bitwise the BF16 dequantization; LOCKSTEP_CUDA_QUANT=1)\n");
+    }
+    return w;
+  }
+
   void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) override {
     // fast: cuBLAS (its kernel, and so its reduction order, depends on M: for measuring what
     // exactness costs, not for keeping the promise).
     const bool fast = numerics() == Numerics::Fast;
     if (M <= 0 || skip(Trace() << (fast ? 24 : 10) << x << M << w << bias << y)) return;
     OpScope t(prof_.get(), prof_ ? shape_name(fast ? "linear (cuBLAS)" : "linear", w) : "");
-    if (fast) {
+    if (fast && w.quant == QuantFormat::None) {  // cuBLAS takes BF16 weights only
       if (!fast_checked_) {
         std::string why;
         if (!cuda::linear_fast_available(&why)) fail("--numerics fast on cuda: ", why);
@@ -487,6 +543,7 @@ class CudaBackend final : public Backend {
   void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
     if (skip(Trace() << 11 << table << ids << n << out)) return;
     OpScope t(prof_.get(), "embedding");
+    if (table.quant != QuantFormat::None) return cuda::embedding_quant(table, ids, n, out);
     cuda::embedding(table, ids, n, out);
   }
   void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps,
@@ -659,6 +716,8 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<OpProfile> prof_;  // LOCKSTEP_CUDA_PROFILE
   bool fast_checked_ = false;
+  bool quant_on_gpu_ = false;  // LOCKSTEP_CUDA_QUANT=1
+  bool quant_noted_ = false;   // the stderr note about quantized placement was printed
   bool graphs_enabled_ = true;
   Mode mode_ = Mode::Eager;
   std::unordered_map<std::string, Graph> graphs_;

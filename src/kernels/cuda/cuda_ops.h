@@ -50,10 +50,23 @@ void fill_zero(void* dst, size_t bytes);
 void synchronize();
 
 // --- ops -----------------------------------------------------------------------------------------
-// y[m][n] = sum_k x[m][k] W[n][k] (+ bias[n]). w.dtype must be BF16 (the backend converts F32/F16
-// weights to BF16 when it places them) and w.data, bias device pointers; quantized weights are
-// not supported here (the backend dequantizes them when placing).
+// y[m][n] = sum_k x[m][k] W[n][k] (+ bias[n]). w is BF16 (the backend converts F32/F16 weights to
+// BF16 when it places them) or quantized (w.quant == Affine, 4 or 8 bits, group size a multiple
+// of 16 dividing K) in the GPU layout of linear_quant.cuh: w.data the codes as stored, w.scales
+// one scale/bias pair per (row, group) (4 bytes for BF16/F16 scales, a float2 for F32), w.biases
+// unused. A quantized element is the BF16 value f32_to_bf16(fma(q, s, b)), so a quantized linear
+// is bitwise the linear of that BF16 matrix, for every M (linear_quant.cu). w.data, w.scales and
+// bias are device pointers.
 void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y);
+// Grows the BF16 buffer that quantized linears dequantize into (M > 64, and shapes the fused
+// kernel cannot take) to `elements` (a weight's rows x cols), now rather than inside a step: the
+// backend calls it when placing each quantized weight.
+void reserve_dequant_scratch(int64_t elements);
+// True when a quantized weight of this shape and format (host or device pointers: only its
+// metadata is read) runs the fused quantized kernel for M <= 64: BF16 or F16 scales, and for 4
+// bits 16-byte aligned code rows and split pieces. Others still give the same bits, through the
+// scratch copy on every call.
+bool linear_quant_fused(const Weight& w);
 // Several weights against the same x (every w->cols equal): each y bitwise equal to a separate
 // linear() of its weight. Weights of the same split count S (split_count of each weight's own N and
 // K, unchanged) share one launch, up to 4 a launch (q/k/v, gate/up: one launch each); for M > 16
@@ -76,6 +89,12 @@ bool linear_fast_available(std::string* why_not);
 // Any choice gives the same bits (that is what tests check).
 namespace testing {
 void set_linear_tile_override(int tile);
+// Tests only: quantized linear paths. 0 = by rule (default); 1 = the 128-k skinny config first
+// (M <= 16), 2 = the 64-k one, 3 = always dequantize into the scratch copy and run the BF16 linear.
+// Returns 3. linear_quant_path_used: what the last quantized linear ran (1 / 2: those skinny
+// configs, 3: the skinny kernel on bf16 x (M 17..64), 4: the scratch copy). Same bits.
+int set_linear_quant_path(int path);
+int linear_quant_path_used();
 // Tests and the linear sweep only: 0 = linear picks its M <= 16 kernel configuration by rule
 // (default); c in 1..n forces configuration c where its shared memory fits (else the first).
 // Returns n. Any choice gives the same bits (that is what tests check).
@@ -100,6 +119,9 @@ int last_graph_programmatic_edges();
 
 // out[i][:] = float(table row ids[i]); table BF16 [V][D] on the device; ids checked by the caller.
 void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out);
+// The same gather from a quantized table in linear()'s GPU layout: each element the widened BF16
+// value linear() multiplies, i.e. what embedding() of the dequantized BF16 table gives.
+void embedding_quant(const Weight& table, const int32_t* ids, int64_t n, float* out);
 
 // As kernels::rms_norm / rope / silu_mul (ops.h), on device arrays.
 void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps, bool zero_centered,

@@ -26,10 +26,16 @@
 //   accumulator is flushed into y in piece order (first piece stores, later pieces add, the last
 //   adds the bias), so y ends with the same ((a0 + a1) + a2) + a3 (+ bias) and only one register
 //   set of accumulators is live.
+// - quantized weights (4/8-bit affine, linear_quant.cu): the skinny kernel at QB = 4 / 8 streams
+//   the codes and scale/bias pairs instead of BF16 rows and dequantizes each stage into the very
+//   BF16 tile it would have copied (linear_skinny.cuh); M > 64 and shapes it cannot take
+//   dequantize into a BF16 copy for the kernels above. Either way the MMAs see the BF16 matrix
+//   place() used to upload, so the bits are those of the BF16 linear of the dequantized weight.
 // - linear_multi: weights that share x and S run in one launch (up to kMaxOuts): the blocks along
 //   grid x are cut into each weight's row blocks in turn, and a block runs the one-weight code on
 //   its weight (Outs / pick). Only addresses differ; every y keeps its separate linear()'s bits.
 #include "kernels/cuda/linear_internal.cuh"
+#include "kernels/cuda/linear_skinny.cuh"
 
 #include <algorithm>
 #include <string>
@@ -54,271 +60,6 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, uint32_t* __restrict
 }
 
 
-// --- skinny: M <= 64 ------------------------------------------------------------------------------
-// Block: S pieces x WR warps; warp (piece p, r) owns weight rows [16 r, 16 r + 16) of the block's
-// 16 WR and walks piece p's k, BK k per stage through a cp.async ring of STAGES stages (each piece's
-// 32 WR threads load and wait on only their piece's part, so pieces sync on their own barrier).
-// WR, BK and STAGES are free choices: the k-steps, the MMA operands and the merge are the same for
-// every config.
-template <int WR_, int BK_, int STAGES_>
-struct SkCfg {
-  static constexpr int WR = WR_, BK = BK_, STAGES = STAGES_;
-};
-
-template <int MT, bool XF32, int S, typename CF>
-struct Skinny {
-  static constexpr int kWR = CF::WR, kBK = CF::BK, kStages = CF::STAGES;
-  static constexpr int kRows = 16 * kWR;           // weight rows per block
-  static constexpr int kPT = 32 * kWR;             // threads per piece
-  static constexpr int kThreads = kPT * S;
-  static constexpr int kWBytes = kRows * kBK * 2;  // weights of one piece in one stage
-  static constexpr int kXStride = kBK + 8;         // floats per FP32 x row (conflict-free float2)
-  // x of one piece in one stage: the call's xr tokens as FP32 rows (M <= 16), or 8 MT bf16 rows
-  // (ldmatrix reads all of them; rows past M are zero-filled).
-  __host__ __device__ static constexpr int x_bytes(int xr) { return XF32 ? xr * kXStride * 4 : 8 * MT * kBK * 2; }
-  __host__ __device__ static constexpr int piece_bytes(int xr) { return kWBytes + x_bytes(xr); }
-  static constexpr int kReduceBytes = (S - 1) * kWR * MT * 4 * 32 * 4;
-  __host__ __device__ static constexpr int smem(int xr) {
-    const int pipe = kStages * S * piece_bytes(xr);
-    return pipe > kReduceBytes ? pipe : kReduceBytes;
-  }
-  static_assert(kBK % 16 == 0 && kStages >= 2 && (kRows * (kBK / 8)) % kPT == 0, "skinny config");
-};
-
-template <int MT, bool XF32, int S, typename CF>
-__global__ void __launch_bounds__(Skinny<MT, XF32, S, CF>::kThreads)
-    linear_skinny(const __grid_constant__ Outs outs, const void* __restrict__ xv, int M, int K,
-                  int Ks) {
-  using C = Skinny<MT, XF32, S, CF>;
-  constexpr int BK = C::kBK, STAGES = C::kStages, PT = C::kPT, ROWS = C::kRows;
-  extern __shared__ __align__(128) uint8_t smem[];
-  const Out1 o = pick<true>(outs);
-  const uint16_t* __restrict__ w = o.w;
-  const float* __restrict__ bias = o.bias;
-  float* __restrict__ y = o.y;
-  const int N = o.N;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int piece = warp / C::kWR, wrow = warp % C::kWR;
-  const int ptid = tid - piece * PT;  // thread index within the piece's warps
-  const int n0 = o.bx * ROWS;
-  const int m0 = blockIdx.y * 8 * MT;
-  const int xr = XF32 ? min(8 * MT, M - m0) : 8 * MT;  // x rows staged per stage
-  const int piece_bytes = C::piece_bytes(xr);
-  const int stage_bytes = S * piece_bytes;
-  const int kbeg = piece * Ks, kend = min(K, kbeg + Ks);
-  const int nk = (Ks + BK - 1) / BK;  // stages (the same for every piece)
-  const uint32_t base = smem_addr(smem);
-
-  // The piece's threads load the piece's BK k of the stage: weights (load_w), then x (load_x).
-  auto load_w = [&](int stage, int chunk) {
-    const uint32_t ws = base + stage * stage_bytes + piece * piece_bytes;
-    const int k0 = kbeg + chunk * BK;
-#pragma unroll
-    for (int i = 0; i < ROWS * (BK / 8) / PT; ++i) {
-      const int idx = ptid + PT * i, r = idx / (BK / 8), c = idx % (BK / 8);
-      const int gk = k0 + c * 8;
-      const bool ok = (n0 + r < N) && (gk < kend);
-      const uint16_t* src = ok ? w + static_cast<int64_t>(n0 + r) * K + gk : w;
-      cp_async16(ws + swz(r, c, BK * 2), src, ok);
-    }
-  };
-  auto load_x = [&](int stage, int chunk) {
-    const uint32_t xs = base + stage * stage_bytes + piece * piece_bytes + C::kWBytes;
-    const int k0 = kbeg + chunk * BK;
-    if constexpr (XF32) {
-      const float* x = static_cast<const float*>(xv);
-      constexpr int kCpr = BK / 4;  // 16-byte chunks per x row
-      for (int idx = ptid; idx < xr * kCpr; idx += PT) {
-        const int r = idx / kCpr, c = idx % kCpr;
-        const int gk = k0 + c * 4;
-        const bool ok = gk < kend;
-        const float* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
-        cp_async16(xs + (r * C::kXStride + c * 4) * 4, src, ok);
-      }
-    } else {
-      const uint16_t* x = static_cast<const uint16_t*>(xv);
-#pragma unroll
-      for (int i = 0; i < 8 * MT * (BK / 8) / PT; ++i) {
-        const int idx = ptid + PT * i, r = idx / (BK / 8), c = idx % (BK / 8);
-        const int gk = k0 + c * 8;
-        const bool ok = (m0 + r < M) && (gk < kend);
-        const uint16_t* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
-        cp_async16(xs + swz(r, c, BK * 2), src, ok);
-      }
-    }
-  };
-  // The piece's warps meet (the ring's slots are the piece's alone): barrier 1 + piece, named by
-  // an immediate so the kernel holds only the barriers it uses.
-  auto piece_sync = [&] {
-    if constexpr (S == 1) {
-      __syncthreads();
-    } else {
-      if (piece == 0) asm volatile("bar.sync 1, %0;\n" ::"n"(PT) : "memory");
-      else if (piece == 1) asm volatile("bar.sync 2, %0;\n" ::"n"(PT) : "memory");
-      else if (piece == 2) asm volatile("bar.sync 3, %0;\n" ::"n"(PT) : "memory");
-      else asm volatile("bar.sync 4, %0;\n" ::"n"(PT) : "memory");
-    }
-  };
-  static_assert(S == 1 || S == 2 || S == 4, "pieces");
-
-  float acc[MT][4];
-#pragma unroll
-  for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-
-  // PDL (common.cuh): the first stages' weights (never written by a kernel) are requested before
-  // the wait, so they stream in while the previous kernel finishes; x only after it. The first
-  // commit group holds every prologue stage's weights and stage 0's x, group st stage st's x:
-  // stage st is complete once groups 0..st are, as before.
-  pdl_launch_dependents();
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st)
-    if (st < nk) load_w(st, st);
-  pdl_wait();
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < nk) load_x(st, st);
-    cp_async_commit();
-  }
-
-  const int g = lane >> 2, t = lane & 3;
-  const int arow = wrow * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;  // A ldmatrix row
-  const int acol = lane >> 4;                                       // A ldmatrix k half
-  int rs = 0, ls = STAGES - 1;  // the stage read and the stage loaded in this iteration
-  for (int kc = 0; kc < nk; ++kc) {
-    cp_async_wait<STAGES - 2>();
-    piece_sync();
-    {
-      const int next = kc + STAGES - 1;
-      if (next < nk) {
-        load_w(ls, next);
-        load_x(ls, next);
-      }
-      cp_async_commit();
-    }
-    const int soff = rs * stage_bytes + piece * piece_bytes;
-    const uint32_t ws = base + soff;
-    const uint32_t xs = ws + C::kWBytes;
-    const float* xf = reinterpret_cast<const float*>(smem + soff + C::kWBytes);
-    const int steps = max(0, min(BK, kend - (kbeg + kc * BK))) / 16;
-    uint32_t a[BK / 16][4], b[BK / 16][MT][2];
-#pragma unroll
-    for (int s = 0; s < BK / 16; ++s) {
-      ldmatrix_x4(a[s], ws + swz(arow, s * 2 + acol, BK * 2));
-      if constexpr (XF32) {
-#pragma unroll
-        for (int j = 0; j < MT; ++j) {
-          // Tokens past the call's rows are not staged: their operand is bf16 zero, what a
-          // zero-filled row rounds to (and their outputs are not stored).
-          b[s][j][0] = b[s][j][1] = 0u;
-          if (j * 8 + g < xr) {
-            const float* row = xf + (j * 8 + g) * C::kXStride + s * 16 + 2 * t;
-            const float2 v0 = *reinterpret_cast<const float2*>(row);
-            const float2 v1 = *reinterpret_cast<const float2*>(row + 8);
-            b[s][j][0] = pack_bf16x2(v0.x, v0.y);
-            b[s][j][1] = pack_bf16x2(v1.x, v1.y);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int jj = 0; jj < MT / 2; ++jj) {
-          uint32_t r4[4];
-          const int r = jj * 16 + (lane & 7) + (lane >> 4) * 8;
-          ldmatrix_x4(r4, xs + swz(r, s * 2 + ((lane >> 3) & 1), BK * 2));
-          b[s][2 * jj][0] = r4[0], b[s][2 * jj][1] = r4[1];
-          b[s][2 * jj + 1][0] = r4[2], b[s][2 * jj + 1][1] = r4[3];
-        }
-      }
-    }
-    // MMAs in increasing k (fragments past `steps` hold stale data and are not used).
-#pragma unroll
-    for (int s = 0; s < BK / 16; ++s)
-      if (s < steps) {
-#pragma unroll
-        for (int j = 0; j < MT; ++j) mma_bf16_16816(acc[j], a[s], b[s][j][0], b[s][j][1]);
-      }
-    rs = rs + 1 == STAGES ? 0 : rs + 1;
-    ls = ls + 1 == STAGES ? 0 : ls + 1;
-  }
-  cp_async_wait<0>();
-
-  if constexpr (S > 1) {
-    // Pieces 1.. hand their accumulators to piece 0, which adds them in piece order.
-    __syncthreads();  // every warp is done with the pipeline's shared memory
-    float* red = reinterpret_cast<float*>(smem);
-    auto slot = [&](int p, int j, int e) {
-      return (((p - 1) * C::kWR + wrow) * MT + j) * 4 * 32 + e * 32 + lane;
-    };
-    if (piece > 0) {
-#pragma unroll
-      for (int j = 0; j < MT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) red[slot(piece, j, e)] = acc[j][e];
-    }
-    __syncthreads();
-    if (piece > 0) return;
-#pragma unroll
-    for (int p = 1; p < S; ++p)
-#pragma unroll
-      for (int j = 0; j < MT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], red[slot(p, j, e)]);
-  }
-
-#pragma unroll
-  for (int j = 0; j < MT; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int n = n0 + wrow * 16 + g + (e >> 1) * 8;
-      const int m = m0 + j * 8 + 2 * t + (e & 1);
-      if (n < N && m < M) {
-        float v = acc[j][e];
-        if (bias) v = __fadd_rn(v, bias[n]);
-        y[static_cast<int64_t>(m) * N + n] = v;
-      }
-    }
-  }
-}
-
-
-
-
-int smem_optin() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    check(cudaGetDevice(&dev), "linear: get device");
-    check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-          "linear: shared memory limit");
-    return v;
-  }();
-  return n;
-}
-
-// A skinny kernel may take up to the device's per-block shared memory, and prefers shared memory
-// to L1 (its loads bypass L1), once per kernel.
-template <auto Kernel>
-void allow_smem_max() {
-  static const bool done = [] {
-    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin()),
-          "linear: set shared memory limit");
-    check(cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100),
-          "linear: set shared memory carveout");
-    return true;
-  }();
-  (void)done;
-}
-
-// Launches one skinny kernel; false (nothing launched) when its shared memory does not fit.
-template <int MT, bool XF32, int S, typename CF>
-bool launch_skinny3(const Group& g, const void* x, int M, int K, int Ks) {
-  using C = Skinny<MT, XF32, S, CF>;
-  const int bytes = C::smem(XF32 ? std::min(8 * MT, M) : 8 * MT);
-  if (bytes > smem_optin()) return false;
-  constexpr auto kernel = linear_skinny<MT, XF32, S, CF>;
-  allow_smem_max<kernel>();
-  const dim3 grid(g.blocks(C::kRows), (M + 8 * MT - 1) / (8 * MT));
-  launch("linear (skinny kernel)", kernel, grid, C::kThreads, bytes, g.table(C::kRows), x, M, K, Ks);
-  return true;
-}
 
 template <int MT, bool XF32, typename CF>
 bool launch_skinny_s(const Group& g, const void* x, int M, int K, int S) {
@@ -480,11 +221,7 @@ void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& 
     for (const Group& g : gs) launch_small(g, x, m, k, S_of(g));
     return;
   }
-  auto* xb = static_cast<uint16_t*>(scratch(0, static_cast<size_t>(M * K) * 2));
-  {
-    const int64_t n2 = M * K / 2;
-    launch("to_bf16_kernel", to_bf16_kernel, blocks_for(n2, 256), 256, 0, x, reinterpret_cast<uint32_t*>(xb), n2);
-  }
+  const uint16_t* xb = x_to_bf16(x, M, K);
   for (const Group& g : gs) {
     if (M <= 32) launch_skinny_bf16<4>(g, xb, m, k, S_of(g));
     else if (M <= 64) launch_skinny_bf16<8>(g, xb, m, k, S_of(g));
@@ -494,23 +231,39 @@ void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& 
 
 }  // namespace
 
+const uint16_t* lin::x_to_bf16(const float* x, int64_t M, int64_t K) {
+  auto* xb = static_cast<uint16_t*>(scratch(0, static_cast<size_t>(M * K) * 2));
+  const int64_t n2 = M * K / 2;
+  launch("to_bf16_kernel", to_bf16_kernel, blocks_for(n2, 256), 256, 0, x,
+         reinterpret_cast<uint32_t*>(xb), n2);
+  return xb;
+}
+
 void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) {
+  if (w.quant != QuantFormat::None) return lin::linear_quant(x, M, w, bias, y);
   check_weight(w, M);
   if (M == 0) return;
   const LinearOut one{&w, bias, y};
   run_groups(x, M, w.cols, groups_of(&one, 1));
 }
 
+// Quantized weights run one by one (linear_quant), each bitwise its own linear(); the BF16 ones
+// share launches as before.
 void linear_multi(const float* x, int64_t M, const LinearOut* outs, int64_t n) {
   if (n <= 0) return;
   const int64_t K = outs[0].w->cols;
+  std::vector<LinearOut> dense;
   for (int64_t i = 0; i < n; ++i) {
-    check_weight(*outs[i].w, M);
     if (outs[i].w->cols != K)
       fail("CUDA linear_multi: weight ", i, " has K = ", outs[i].w->cols, ", the first has ", K);
+    if (outs[i].w->quant != QuantFormat::None) continue;
+    check_weight(*outs[i].w, M);
+    dense.push_back(outs[i]);
   }
   if (M == 0) return;
-  run_groups(x, M, K, groups_of(outs, n));
+  for (int64_t i = 0; i < n; ++i)
+    if (outs[i].w->quant != QuantFormat::None) lin::linear_quant(x, M, *outs[i].w, outs[i].bias, outs[i].y);
+  if (!dense.empty()) run_groups(x, M, K, groups_of(dense.data(), static_cast<int64_t>(dense.size())));
 }
 
 namespace testing {

@@ -111,6 +111,13 @@ inline int sm_count() {
   return n;
 }
 
+// x [M][K] rounded to bf16 (nearest-even) into the linear's scratch slot 0 (linear.cu), for the
+// skinny kernels of M > 16 and the tiled kernels.
+const uint16_t* x_to_bf16(const float* x, int64_t M, int64_t K);
+
+// linear() of a quantized weight in the GPU layout of linear_quant.cuh (linear_quant.cu).
+void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias, float* y);
+
 // The tiled kernels (linear_tiled.cu): one group against bf16 x, M > 64, split count S. On a
 // compute capability 9.0 device it runs the wgmma kernel (linear_wgmma.cu), else (or with
 // LOCKSTEP_CUDA_WGMMA=0, or a forced mma.sync tile) the mma.sync tiles; the bits are the same.
