@@ -44,6 +44,9 @@
 //   order and merges each into (M, L) in registers and A in shared memory.
 // A block takes rows together only when their block-table entries for their keys equal those of
 // its row with the most keys (rows of one sequence); otherwise it takes them one at a time.
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/attention_internal.cuh"
 
 namespace lockstep::kernels::cuda {
@@ -454,6 +457,24 @@ __global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArg
 
 int rows_override = 0;  // testing::set_attention_rows_override
 int path_override = 0;  // testing::set_attention_path_override
+int walk_override = 0;  // testing::set_attention_walk_variant
+
+// The prefill walk variant: the testing override, else LOCKSTEP_CUDA_ATTN_WALK (old, new, new12,
+// new8plain),
+// else kWalkDefault.
+int walk_variant() {
+  if (walk_override > 0) return walk_override;
+  static const int v = [] {
+    const char* e = std::getenv("LOCKSTEP_CUDA_ATTN_WALK");
+    if (e == nullptr || *e == 0) return kWalkDefault;
+    if (std::strcmp(e, "old") == 0) return kWalkOld;
+    if (std::strcmp(e, "new") == 0) return kWalkNew;
+    if (std::strcmp(e, "new12") == 0) return kWalkNew12;
+    if (std::strcmp(e, "new8plain") == 0) return kWalkNew8Plain;
+    fail("LOCKSTEP_CUDA_ATTN_WALK=", e, ": expected old, new, new12 or new8plain");
+  }();
+  return v;
+}
 
 template <int HD>
 void run(AttnArgs a, int64_t T) {
@@ -481,6 +502,12 @@ void run(AttnArgs a, int64_t T) {
     }
     launch("attn_merge", attn_merge<HD>, static_cast<unsigned>(T * a.n_heads), HD, 0, a);
   } else {
+    if constexpr (HD <= 128) {
+      if (const int v = walk_variant(); v != kWalkOld) {
+        launch_walk2<HD>(a, T, rows_override, v);
+        return;
+      }
+    }
     allow_smem<attn_walk<HD>>(kWalkSmem);
     const int rmax = kWalkWarps * 16 / a.group;
     // As many rows per block as fit, fewer when that would leave multiprocessors idle.
@@ -537,6 +564,7 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
 namespace testing {
 void set_attention_rows_override(int rows) { rows_override = rows; }
 void set_attention_path_override(int path) { path_override = path; }
+void set_attention_walk_variant(int variant) { walk_override = variant; }
 }  // namespace testing
 
 }  // namespace lockstep::kernels::cuda

@@ -245,4 +245,15 @@ void allow_smem(int bytes) {
 template <int HD>
 void launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override);
 
+// The prefill walk variants (LOCKSTEP_CUDA_ATTN_WALK = old | new | new12 | new8plain; every one
+// gives the same bits): the one-pass walk (attention.cu); the two-pass walk (attention_walk.cu,
+// head_dim <= 128; head_dim 256 always takes the one-pass walk) with 8 warps, q in registers and
+// pass 2 pipelined; with 12 warps, q read from shared memory, not pipelined (168 registers);
+// with 8 warps, q in registers, not pipelined.
+constexpr int kWalkOld = 1, kWalkNew = 2, kWalkNew12 = 3, kWalkNew8Plain = 4;
+constexpr int kWalkDefault = kWalkNew;
+// The two-pass walk launch (attention_walk.cu), head_dim 64 or 128; sets a.rows.
+template <int HD>
+void launch_walk2(AttnArgs& a, int64_t T, int rows_override, int variant);
+
 }  // namespace lockstep::kernels::cuda::attn

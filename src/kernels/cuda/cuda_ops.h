@@ -91,6 +91,14 @@ void set_attention_rows_override(int rows);
 // launch's one-warp-per-tile kernel, 4 / 5 the decode kernel (head_dim <= 128) with the value
 // columns split over two blocks / in one block. Same bits.
 void set_attention_path_override(int path);
+// Tests and the benchmark only: the prefill walk variant, 0 = as LOCKSTEP_CUDA_ATTN_WALK says
+// (default: 2), 1 = the one-pass walk, 2 = two-pass with 8 warps (pipelined), 3 = two-pass with
+// 12 warps, 4 = two-pass with 8 warps, not pipelined (head_dim <= 128; head_dim 256 always
+// walks in one pass). Same bits.
+void set_attention_walk_variant(int variant);
+// Tests only: how many of the 2^32 float inputs the walk's exp (attention_walk.cu) gives other
+// bits than exp_f32 for (0 expected); the smallest such input's bits in *first_bad.
+uint64_t attention_exp_mismatches(uint32_t* first_bad);
 // Tests only: programmatic dependent launch (common.cuh) 0 = as LOCKSTEP_CUDA_PDL says (default
 // on), 1 = on, 2 = off. Scheduling only: the same bits either way.
 void set_pdl(int mode);
