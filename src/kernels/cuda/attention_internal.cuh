@@ -251,7 +251,7 @@ void launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override)
 // pass 2 pipelined; with 12 warps, q read from shared memory, not pipelined (168 registers);
 // with 8 warps, q in registers, not pipelined.
 constexpr int kWalkOld = 1, kWalkNew = 2, kWalkNew12 = 3, kWalkNew8Plain = 4;
-constexpr int kWalkDefault = kWalkNew;
+constexpr int kWalkDefault = kWalkOld;  // fastest on the H200 (2026-11-29): see the commit log
 // The two-pass walk launch (attention_walk.cu), head_dim 64 or 128; sets a.rows.
 template <int HD>
 void launch_walk2(AttnArgs& a, int64_t T, int rows_override, int variant);

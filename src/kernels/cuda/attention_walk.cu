@@ -17,6 +17,15 @@
 // quarter-rate on the multiprocessor) replaced by one add of 1.5 * 2^23, which gives the same
 // bits (testing::attention_exp_mismatches checks every one of the 2^32 inputs).
 //
+// Measured on the H200 (2026-11-29, cuda_bench attention-prefill, Qwen3-8B, causal T = ctx =
+// 2048 / 4096): one-pass 525 / 1795 us; two-pass: 8 warps pipelined 705 / 2493, 12 warps 580 /
+// 1897, 8 warps not pipelined 695 / 2451. So the one-pass walk stays the default. ncu: every
+// variant issues one instruction per 3-4 cycles per scheduler (2-3 warps, 7-8 cycles between a
+// warp's instructions, 40% of that a fixed-latency dependency); the two-pass ones issue 13-18%
+// more instructions (156M -> 177-184M), and more warps help (12: IPC 1.43, 8: 1.08). Pipelining
+// changed nothing, because every exp is its own basic block (exp_f32's early returns are
+// branches in the PTX), so the polynomial chains of two elements never interleave.
+//
 // Staging: "units" of two sub-tiles (16 KiB): pass 1 takes two key sub-tiles per unit, pass 2
 // one key and one value sub-tile (the same positions). A ring of 4 unit slots, 2 units in flight
 // by cp.async; a step uses its own unit and the one before it (the values of the previous

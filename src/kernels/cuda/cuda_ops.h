@@ -92,7 +92,7 @@ void set_attention_rows_override(int rows);
 // columns split over two blocks / in one block. Same bits.
 void set_attention_path_override(int path);
 // Tests and the benchmark only: the prefill walk variant, 0 = as LOCKSTEP_CUDA_ATTN_WALK says
-// (default: 2), 1 = the one-pass walk, 2 = two-pass with 8 warps (pipelined), 3 = two-pass with
+// (default: 1), 1 = the one-pass walk, 2 = two-pass with 8 warps (pipelined), 3 = two-pass with
 // 12 warps, 4 = two-pass with 8 warps, not pipelined (head_dim <= 128; head_dim 256 always
 // walks in one pass). Same bits.
 void set_attention_walk_variant(int variant);
