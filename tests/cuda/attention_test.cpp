@@ -181,9 +181,10 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
   std::sort(sorted.begin(), sorted.end(), [&](int64_t a, int64_t b) { return lens[a] < lens[b]; });
 
   // Every prefill walk variant (1: one pass; two passes: 2 with 8 warps pipelined, 3 with 12
-  // warps, 4 with 8 warps not pipelined; the reference above ran the default) against the same
-  // T = 1 reference; the launches that do not walk are checked once.
-  for (int variant : {1, 2, 3, 4})
+  // warps, 4 with 8 warps not pipelined; 5 / 6: 1 / 3 with the branch-free exp; the reference
+  // above ran the default) against the same T = 1 reference; the launches that do not walk are
+  // checked once.
+  for (int variant : {1, 2, 3, 4, 5, 6})
   for (const PagedCache* c : {&c16, &c32, &c64}) {
     testing::set_attention_walk_variant(variant);
     const std::string vname = " [walk variant " + std::to_string(variant) + "]";
@@ -286,8 +287,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          ::testing::Values(Shape{8, 2, 128}, Shape{4, 1, 256}, Shape{6, 6, 64},
                                            Shape{32, 2, 128}, Shape{12, 4, 64}, Shape{16, 1, 256}));
 
-// The two-pass walk's exp (a cheaper rounding to an integer) gives exp_f32's bits for every one
-// of the 2^32 float inputs: NaNs, infinities, denormals, both range cut-offs and every tie.
+// The walks' exps (a cheaper rounding to an integer; and that without branches) give exp_f32's
+// bits for every one of the 2^32 float inputs: NaNs, infinities, denormals, both range cut-offs
+// and every tie.
 TEST_F(CudaTest, AttentionWalkExpIsExpF32Everywhere) {
   uint32_t first = 0;
   const uint64_t bad = testing::attention_exp_mismatches(&first);

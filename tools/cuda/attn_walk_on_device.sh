@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One device call for the prefill walk variants (LOCKSTEP_CUDA_ATTN_WALK = old | new | new12 |
-# new8plain): the attention GPU tests (they loop over every variant themselves and compare each
-# with the same T = 1 reference), `cuda_bench attention-prefill` (every variant in one run), ncu
-# on one launch of each variant, then the tests again with the old walk as the default (with what
-# time is left). Logs: $OUT.
+# new8plain | oldsel | new12sel): the attention GPU tests (they loop over every variant and
+# compare each with one T = 1 reference), `cuda_bench attention-prefill` (every variant in one
+# run), ncu on one launch of each variant (oldsel and new12sel first), then the tests again with
+# the old walk as the default (with what time is left). Logs: $OUT.
 #   here:    tools/cuda/pack.sh build-a (CARRY=.cuda-carry-attn), copy this script into that
 #            folder, and `run` with carry [".cuda-carry-attn"]:
 #   there:   bash .cuda-carry-attn/attn_walk_on_device.sh
@@ -33,7 +33,7 @@ echo "bench rc=$? ($(($(date +%s) - t1)) s)"
 
 ncu_bin="$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
 echo "ncu: ${ncu_bin:-none}"
-for v in 1 2 3 4; do
+for v in 1 5 6 3 2 4; do
   [ -n "$ncu_bin" ] || break
   t1=$(date +%s)
   [ $((t1 - t0)) -gt 250 ] && { echo "ncu variant $v skipped (time)"; continue; }

@@ -357,12 +357,13 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
       // T <= 64: the default launch, then the one-warp split kernel (path 3) and the decode
       // kernel with the value columns in two blocks / one (paths 4, 5) for comparison.
       // T > 64 (the walk): each walk variant (1 old one-pass; two-pass: 2 8 warps pipelined,
-      // 3 12 warps, 4 8 warps not pipelined; head_dim 256 always walks in one pass).
-      for (int cfg : {0, 3, 4, 5, 11, 12, 13, 14}) {
+      // 3 12 warps, 4 8 warps not pipelined; 5 / 6: 1 / 3 with the branch-free exp; head_dim 256
+      // walks in one pass).
+      for (int cfg : {0, 3, 4, 5, 11, 12, 13, 14, 15, 16}) {
       const int path = cfg < 10 ? cfg : 0, variant = cfg < 10 ? 0 : cfg - 10;
       if (path != 0 && (T > 64 || hd > 128)) continue;
       if (variant != 0 && (T <= 64 || hd > 128)) continue;
-      if (cfg == 0 && T > 64 && hd <= 128) continue;  // the default is one of 11..14
+      if (cfg == 0 && T > 64 && hd <= 128) continue;  // the default is one of 11..16
       // BENCH_WALK_VARIANT=v: that walk variant alone (one kernel to profile under ncu).
       if (const char* e = std::getenv("BENCH_WALK_VARIANT"); e && variant != 0 && variant != std::atoi(e))
         continue;
@@ -390,7 +391,8 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
                     path == 3 ? "  [old split]" : path == 4 ? "  [decode, 2 parts]" : path == 5 ? "  [decode, 1 part]" : "");
       } else {
         const double flops = 4.0 * hd * n_heads * keys;
-        const char* vn[] = {"", "  [walk old]", "  [walk new]", "  [walk new12]", "  [walk new8plain]"};
+        const char* vn[] = {"", "  [walk old]", "  [walk new]", "  [walk new12]", "  [walk new8plain]",
+                            "  [walk oldsel]", "  [walk new12sel]"};
         std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (causal: %6.1f TFLOP/s) | wall %10.2f us%s\n",
                     static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6,
                     flops / t / 1e12, tm.wall * 1e6, vn[variant]);

@@ -1,6 +1,6 @@
-// The two-pass prefill walk ("new" walk, LOCKSTEP_CUDA_ATTN_WALK=new|new12), head_dim 64 and 128:
-// the same per-(row, head) arithmetic as attention.cu's walk (the schedule at the top of that
-// file), laid out so that the softmax ALU work of one 32-position step runs beside the MMAs of
+// The two-pass prefill walk (LOCKSTEP_CUDA_ATTN_WALK=new|new12|new8plain|new12sel), head_dim 64
+// and 128: the same per-(row, head) arithmetic as attention.cu's walk (the schedule at the top of
+// that file), laid out so that the softmax ALU work of one 32-position step runs beside the MMAs of
 // the next, instead of all warps doing all MMAs of a chunk and then all of its exps at once.
 //
 // Why: the old walk keeps a whole chunk's scores in registers (m_c must be known before any exp),
@@ -24,7 +24,9 @@
 // warp's instructions, 40% of that a fixed-latency dependency); the two-pass ones issue 13-18%
 // more instructions (156M -> 177-184M), and more warps help (12: IPC 1.43, 8: 1.08). Pipelining
 // changed nothing, because every exp is its own basic block (exp_f32's early returns are
-// branches in the PTX), so the polynomial chains of two elements never interleave.
+// branches in the PTX), so the polynomial chains of two elements never interleave. SEL (new12sel,
+// and oldsel in attention.cu) takes exp_f32_select instead, with no branch in a sub-tile's exps:
+// not yet measured.
 //
 // Staging: "units" of two sub-tiles (16 KiB): pass 1 takes two key sub-tiles per unit, pass 2
 // one key and one value sub-tile (the same positions). A ring of 4 unit slots, 2 units in flight
@@ -83,7 +85,8 @@ struct Walk2Layout {
 // PIPE: pass 2's step t takes e and P.V of sub-tile t - 1 beside S of sub-tile t (one warp has
 // MMA and ALU work in flight together; 16 more live registers); else all of sub-tile t in its own
 // step, and the overlap must come from the other warps.
-template <int HD, int NW, bool QREG, bool PIPE>
+// SEL: exp_f32_select (no branch per exp), else exp_f32_walk; the same bits.
+template <int HD, int NW, bool QREG, bool PIPE, bool SEL>
 __device__ void walk2_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int kh, int tref,
                             int c1) {
   using Gm = Geo<HD>;
@@ -266,12 +269,17 @@ __device__ void walk2_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, in
       float s[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[e] = __fmul_rn(Sp[jl][e], a.scale);
-      if (jt * 8 < e_npw) {
+      // SEL: no branch per tile (see attention.cu's SEL).
+      if (SEL || jt * 8 < e_npw) {
+        if constexpr (SEL) {
+          exp_tile_select(s, jt, tq, e_np0, e_np1, mrow);
+        } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          s[e] = tile_pos(jt, tq, e) < (e < 2 ? e_np0 : e_np1)
-                     ? exp_f32_walk(__fsub_rn(s[e], mrow[e >> 1]))
-                     : 0.0f;
+          for (int e = 0; e < 4; ++e)
+            s[e] = tile_pos(jt, tq, e) < (e < 2 ? e_np0 : e_np1)
+                       ? exp_f32_walk(__fsub_rn(s[e], mrow[e >> 1]))
+                       : 0.0f;
+        }
 #pragma unroll
         for (int e = 0; e < 4; ++e) sum[e >> 1] = __fadd_rn(sum[e >> 1], s[e]);
       } else {
@@ -421,7 +429,7 @@ __device__ void walk2_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, in
 
 // Block b takes rows [rb R, rb R + R) of kv head b % n_kv_heads, the row blocks in decreasing rb
 // (the causal rows with the most keys start first), as the old walk does.
-template <int HD, int NW, bool QREG, bool PIPE>
+template <int HD, int NW, bool QREG, bool PIPE, bool SEL>
 __global__ void __launch_bounds__(NW * 32, 1) attn_walk2(AttnArgs a) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
@@ -432,23 +440,24 @@ __global__ void __launch_bounds__(NW * 32, 1) attn_walk2(AttnArgs a) {
   const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
   int tref;
   if (rows_share(a, t0, nr, tref)) {
-    walk2_tiles<HD, NW, QREG, PIPE>(smem, a, t0, nr, kh, tref, chunks_of(a.n_keys[tref]));
+    walk2_tiles<HD, NW, QREG, PIPE, SEL>(smem, a, t0, nr, kh, tref, chunks_of(a.n_keys[tref]));
   } else {
     for (int r = 0; r < nr; ++r)
-      walk2_tiles<HD, NW, QREG, PIPE>(smem, a, t0 + r, 1, kh, t0 + r, chunks_of(a.n_keys[t0 + r]));
+      walk2_tiles<HD, NW, QREG, PIPE, SEL>(smem, a, t0 + r, 1, kh, t0 + r,
+                                           chunks_of(a.n_keys[t0 + r]));
   }
 }
 
-template <int HD, int NW, bool QREG, bool PIPE>
+template <int HD, int NW, bool QREG, bool PIPE, bool SEL>
 void launch_walk2_nw(AttnArgs& a, int64_t T, int rows_override) {
   constexpr int kSmem = Walk2Layout<HD, NW>::kBytes;
-  allow_smem<attn_walk2<HD, NW, QREG, PIPE>>(kSmem);
+  allow_smem<attn_walk2<HD, NW, QREG, PIPE, SEL>>(kSmem);
   const int rmax = NW * 16 / a.group;
   const int64_t fill = (T * a.n_kv_heads + sm_count() - 1) / sm_count();
   a.rows = rows_override > 0 ? std::min(rows_override, rmax)
                              : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
   const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
-  launch("attn_walk2", attn_walk2<HD, NW, QREG, PIPE>, static_cast<unsigned>(blocks), NW * 32, kSmem, a);
+  launch("attn_walk2", attn_walk2<HD, NW, QREG, PIPE, SEL>, static_cast<unsigned>(blocks), NW * 32, kSmem, a);
 }
 
 __global__ void exp_mismatch_kernel(uint64_t begin, uint64_t end, unsigned long long* count,
@@ -456,7 +465,8 @@ __global__ void exp_mismatch_kernel(uint64_t begin, uint64_t end, unsigned long 
   for (uint64_t i = begin + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < end;
        i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
     const float x = __uint_as_float(static_cast<unsigned>(i));
-    if (__float_as_uint(exp_f32_walk(x)) != __float_as_uint(exp_f32(x))) {
+    const unsigned want = __float_as_uint(exp_f32(x));
+    if (__float_as_uint(exp_f32_walk(x)) != want || __float_as_uint(exp_f32_select(x)) != want) {
       atomicAdd(count, 1ull);
       atomicMin(first, static_cast<unsigned>(i));
     }
@@ -467,9 +477,10 @@ __global__ void exp_mismatch_kernel(uint64_t begin, uint64_t end, unsigned long 
 
 template <int HD>
 void launch_walk2(AttnArgs& a, int64_t T, int rows_override, int variant) {
-  if (variant == kWalkNew12) launch_walk2_nw<HD, 12, false, false>(a, T, rows_override);
-  else if (variant == kWalkNew8Plain) launch_walk2_nw<HD, 8, true, false>(a, T, rows_override);
-  else launch_walk2_nw<HD, 8, true, true>(a, T, rows_override);
+  if (variant == kWalkNew12) launch_walk2_nw<HD, 12, false, false, false>(a, T, rows_override);
+  else if (variant == kWalkNew12Select) launch_walk2_nw<HD, 12, false, false, true>(a, T, rows_override);
+  else if (variant == kWalkNew8Plain) launch_walk2_nw<HD, 8, true, false, false>(a, T, rows_override);
+  else launch_walk2_nw<HD, 8, true, true, false>(a, T, rows_override);
 }
 template void launch_walk2<64>(AttnArgs&, int64_t, int, int);
 template void launch_walk2<128>(AttnArgs&, int64_t, int, int);
