@@ -6,11 +6,13 @@
 //   cuda_bench            all benchmarks
 //   cuda_bench linear-sweep   every M <= 16 linear config per decode shape (not in "all")
 //   cuda_bench linear-prefill the M > 64 kernels (mma.sync, wgmma tiles, cuBLAS) at M 512, 2048
+//   cuda_bench attention-prefill  causal prefill attention, every walk variant (BENCH_WALK_VARIANT=v: one)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <random>
 #include <string>
@@ -354,9 +356,19 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
       kc::upload(dnk, nk.data(), nk.size() * 4);
       // T <= 64: the default launch, then the one-warp split kernel (path 3) and the decode
       // kernel with the value columns in two blocks / one (paths 4, 5) for comparison.
-      for (int path : {0, 3, 4, 5}) {
+      // T > 64 (the walk): each walk variant (1 old one-pass; two-pass: 2 8 warps pipelined,
+      // 3 12 warps, 4 8 warps not pipelined; 5 / 6: 1 / 3 with the branch-free exp; head_dim 256
+      // walks in one pass).
+      for (int cfg : {0, 3, 4, 5, 11, 12, 13, 14, 15, 16}) {
+      const int path = cfg < 10 ? cfg : 0, variant = cfg < 10 ? 0 : cfg - 10;
       if (path != 0 && (T > 64 || hd > 128)) continue;
+      if (variant != 0 && (T <= 64 || hd > 128)) continue;
+      if (cfg == 0 && T > 64 && hd <= 128) continue;  // the default is one of 11..16
+      // BENCH_WALK_VARIANT=v: that walk variant alone (one kernel to profile under ncu).
+      if (const char* e = std::getenv("BENCH_WALK_VARIANT"); e && variant != 0 && variant != std::atoi(e))
+        continue;
       kc::testing::set_attention_path_override(path);
+      kc::testing::set_attention_walk_variant(variant);
       const Timing tm = time_per_call(
           [&](int i) {
             KvLayerView kv;
@@ -379,12 +391,15 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
                     path == 3 ? "  [old split]" : path == 4 ? "  [decode, 2 parts]" : path == 5 ? "  [decode, 1 part]" : "");
       } else {
         const double flops = 4.0 * hd * n_heads * keys;
-        std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (causal: %6.1f TFLOP/s) | wall %10.2f us\n",
+        const char* vn[] = {"", "  [walk old]", "  [walk new]", "  [walk new12]", "  [walk new8plain]",
+                            "  [walk oldsel]", "  [walk new12sel]"};
+        std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (causal: %6.1f TFLOP/s) | wall %10.2f us%s\n",
                     static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6,
-                    flops / t / 1e12, tm.wall * 1e6);
+                    flops / t / 1e12, tm.wall * 1e6, vn[variant]);
       }
       }
       kc::testing::set_attention_path_override(0);
+      kc::testing::set_attention_walk_variant(0);
       kc::free_device(q);
       kc::free_device(out);
       kc::free_device(dt);
@@ -402,6 +417,13 @@ void bench_attention() {
                         {{512, {1}}, {2048, {1, 2048}}, {4096, {1, 8, 2048, 4096}}, {16384, {1, 8}}});
   bench_attention_shape(16, 2, 256, "head_dim 256", {{4096, {1, 4096}}});
   bench_attention_shape(16, 8, 64, "head_dim 64", {{4096, {1, 4096}}});
+}
+
+// attention-prefill: the causal prefill cases alone, every walk variant (the same run, so the
+// variants compare under one clock and one L2 state).
+void bench_attention_prefill() {
+  bench_attention_shape(32, 8, 128, "Qwen3-8B", {{2048, {2048}}, {4096, {4096}}, {512, {512}}});
+  bench_attention_shape(16, 8, 64, "head_dim 64", {{4096, {4096}}});
 }
 
 // linear-prefill: the M > 64 kernels at prefill sizes, each forced in turn
@@ -504,6 +526,7 @@ int main(int argc, char** argv) {
   if (only == "linear-sweep") bench_linear_sweep();
   if (only == "linear-prefill") bench_linear_prefill();
   if (only.empty() || only == "attention") bench_attention();
+  if (only == "attention-prefill") bench_attention_prefill();
   if (only.empty() || only == "rows") bench_rows();
   return 0;
 }

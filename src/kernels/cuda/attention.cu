@@ -44,6 +44,9 @@
 //   order and merges each into (M, L) in registers and A in shared memory.
 // A block takes rows together only when their block-table entries for their keys equal those of
 // its row with the most keys (rows of one sequence); otherwise it takes them one at a time.
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/cuda/attention_internal.cuh"
 
 namespace lockstep::kernels::cuda {
@@ -53,8 +56,9 @@ using namespace attn;
 
 // Rows t0 .. t0 + nr - 1 of kv head kh (key locations from row tref, the one with the most keys),
 // chunks [c0, c1): each warp computes its 16 virtual rows. WALK merges every chunk and writes
-// out; otherwise (c1 = c0 + 1) the chunk's partials go to part_acc / part_ml.
-template <int HD, int NW, bool WALK>
+// out; otherwise (c1 = c0 + 1) the chunk's partials go to part_acc / part_ml. SEL: the exps by
+// exp_tile_select (walk variant oldsel), else exp_tile; the same bits.
+template <int HD, int NW, bool WALK, bool SEL = false>
 __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int kh, int tref,
                           int c0, int c1) {
   using Gm = Geo<HD>;
@@ -255,8 +259,12 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
           float sum[2] = {0.0f, 0.0f};
 #pragma unroll
           for (int jt = 0; jt < 32; ++jt) {
-            if (jt * 8 < npw) {
-              exp_tile(S[jt], jt, tq, np0, np1, mx);
+            // SEL: no branch per tile either (one basic block for the chunk's exps): a tile past
+            // the warp's positions is past both rows' too, so the select gives it 0s, and adding
+            // +0 leaves the sums (never -0) as they are.
+            if (SEL || jt * 8 < npw) {
+              if constexpr (SEL) exp_tile_select(S[jt], jt, tq, np0, np1, mx);
+              else exp_tile(S[jt], jt, tq, np0, np1, mx);
 #pragma unroll
               for (int e = 0; e < 4; ++e) sum[e >> 1] = __fadd_rn(sum[e >> 1], S[jt][e]);
             } else {
@@ -433,7 +441,7 @@ __global__ void __launch_bounds__(HD) attn_merge(AttnArgs a) {
 
 // Walk launch: block b takes rows [rb R, rb R + R) of kv head b % n_kv_heads, the row blocks in
 // decreasing rb (the causal rows with the most keys start first).
-template <int HD>
+template <int HD, bool SEL>
 __global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArgs a) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
@@ -445,15 +453,35 @@ __global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArg
   const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
   int tref;
   if (rows_share(a, t0, nr, tref)) {
-    run_tiles<HD, NW, true>(smem, a, t0, nr, kh, tref, 0, chunks_of(a.n_keys[tref]));
+    run_tiles<HD, NW, true, SEL>(smem, a, t0, nr, kh, tref, 0, chunks_of(a.n_keys[tref]));
   } else {
     for (int r = 0; r < nr; ++r)
-      run_tiles<HD, NW, true>(smem, a, t0 + r, 1, kh, t0 + r, 0, chunks_of(a.n_keys[t0 + r]));
+      run_tiles<HD, NW, true, SEL>(smem, a, t0 + r, 1, kh, t0 + r, 0, chunks_of(a.n_keys[t0 + r]));
   }
 }
 
 int rows_override = 0;  // testing::set_attention_rows_override
 int path_override = 0;  // testing::set_attention_path_override
+int walk_override = 0;  // testing::set_attention_walk_variant
+
+// The prefill walk variant: the testing override, else LOCKSTEP_CUDA_ATTN_WALK (old, new, new12,
+// new8plain, oldsel, new12sel),
+// else kWalkDefault.
+int walk_variant() {
+  if (walk_override > 0) return walk_override;
+  static const int v = [] {
+    const char* e = std::getenv("LOCKSTEP_CUDA_ATTN_WALK");
+    if (e == nullptr || *e == 0) return kWalkDefault;
+    if (std::strcmp(e, "old") == 0) return kWalkOld;
+    if (std::strcmp(e, "new") == 0) return kWalkNew;
+    if (std::strcmp(e, "new12") == 0) return kWalkNew12;
+    if (std::strcmp(e, "new8plain") == 0) return kWalkNew8Plain;
+    if (std::strcmp(e, "oldsel") == 0) return kWalkOldSelect;
+    if (std::strcmp(e, "new12sel") == 0) return kWalkNew12Select;
+    fail("LOCKSTEP_CUDA_ATTN_WALK=", e, ": expected old, new, new12, new8plain, oldsel or new12sel");
+  }();
+  return v;
+}
 
 template <int HD>
 void run(AttnArgs a, int64_t T) {
@@ -481,14 +509,25 @@ void run(AttnArgs a, int64_t T) {
     }
     launch("attn_merge", attn_merge<HD>, static_cast<unsigned>(T * a.n_heads), HD, 0, a);
   } else {
-    allow_smem<attn_walk<HD>>(kWalkSmem);
+    const int v = walk_variant();
+    if constexpr (HD <= 128) {
+      if (v != kWalkOld && v != kWalkOldSelect) {
+        launch_walk2<HD>(a, T, rows_override, v);
+        return;
+      }
+    }
+    // The one-pass walk (variant 1, or 5 with exp_tile_select; head_dim 256: 5 for 5, else 1).
+    const bool sel = v == kWalkOldSelect;
+    if (sel) allow_smem<attn_walk<HD, true>>(kWalkSmem);
+    else allow_smem<attn_walk<HD, false>>(kWalkSmem);
     const int rmax = kWalkWarps * 16 / a.group;
     // As many rows per block as fit, fewer when that would leave multiprocessors idle.
     const int64_t fill = (T * a.n_kv_heads + sm_count() - 1) / sm_count();
     a.rows = rows_override > 0 ? std::min(rows_override, rmax)
                                : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
     const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
-    launch("attn_walk", attn_walk<HD>, static_cast<unsigned>(blocks), kWalkWarps * 32, kWalkSmem, a);
+    launch("attn_walk", sel ? attn_walk<HD, true> : attn_walk<HD, false>,
+           static_cast<unsigned>(blocks), kWalkWarps * 32, kWalkSmem, a);
   }
 }
 
@@ -537,6 +576,7 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
 namespace testing {
 void set_attention_rows_override(int rows) { rows_override = rows; }
 void set_attention_path_override(int path) { path_override = path; }
+void set_attention_walk_variant(int variant) { walk_override = variant; }
 }  // namespace testing
 
 }  // namespace lockstep::kernels::cuda
