@@ -2,9 +2,13 @@
 // QB = 4 or 8 and the warp-specialized ones of linear_quant_ws.cuh, instantiated by linear_q4.cu
 // and linear_q8.cu (apart, so the two widths compile in parallel). The k walk, operands and merge
 // are every config's, so the choice is speed only (never bits).
-// - M <= 16 (x read as FP32): one of the configs of kQuantCfgs (1-based; quant_cfg_rule picks by
-//   shape, testing::set_linear_quant_config forces one), falling back to the first two (the
-//   original 128-k and 64-k configs) where its shared memory does not fit.
+// - M <= 16 (x read as FP32): one of the configs of LOCKSTEP_QUANT_CFGS (1-based; quant_cfg_rule
+//   picks by shape, testing::set_linear_quant_config or LOCKSTEP_QUANT_CFG forces one), falling
+//   back to the first two (the original 128-k and 64-k configs) where its shared memory does not
+//   fit. The measured winners are mostly warp-specialized (linear_quant_ws.cuh) with 16 rows a
+//   block: the kernel is latency-bound, and what paid most was more blocks per multiprocessor
+//   (small shared memory per block), not fewer instructions (c5 vs c6: the shifted-bias dequant
+//   gains 2-5%).
 // - M in 17..64 (x converted to bf16 once): 32 rows of 64 k, 4 stages, one warp per row tile
 //   (these carry 4 or 8 token columns of fragments: with dequant warps' 128-register cap they
 //   spilled).
@@ -85,10 +89,24 @@ bool quant_cfg_run(int c, const Group& g, const float* x, int M, int K, int S, c
   }
 }
 
-// The default config for M <= 16 by shape (measured on an H200: tools/cuda/quantfast_on_device.sh).
+// The default config for M <= 16 by shape: the fastest one on an H200 (cuda_bench linear-quant,
+// tools/cuda/quantfast_on_device.sh; Qwen3-8B decode shapes, group 64, BF16 pairs, at M = 1, 4
+// (standing for 2..8) and 16 (9..16)). What decided it, per Qwen3-8B shape, us at M = 1 (old c1):
+//   S = 1 (lm_head 151936x4096):  8-bit c9 311 (359), 4-bit c8 252 (350); M > 1: c8
+//   S = 2 (gate/up 12288x4096):   8-bit c9 29.9 (37.2), 4-bit c7 24.6 (36.1); M > 8: c16
+//   S = 4, N <= 1024 (k/v):       8-bit c9 5.0 (11.6), 4-bit c6 5.6 (11.5); M > 8: c14
+//   S = 4, K >= 8192 (down):      8-bit c9 30.2 (34.1), 4-bit c7 24.6 (33.4); M > 8: c2 / c8
+//   S = 4, other (q/o 4096x4096): 8-bit c7 11.3 (12.8; M 2..8: c8), 4-bit c7 9.1 (12.5);
+//                                 M > 8: c2 / c8
+// Speed only: every config gives the same bits.
 inline int quant_cfg_rule(int QB, int M, int N, int K, int S) {
-  (void)QB, (void)M, (void)N, (void)K, (void)S;
-  return 1;
+  const bool m8 = M <= 8;
+  if (S == 1) return QB == 8 && M == 1 ? 9 : 8;
+  if (S == 2) return m8 ? (QB == 8 ? 9 : 7) : 16;
+  if (N <= 1024) return m8 ? (QB == 8 ? 9 : 6) : 14;
+  if (K >= 8192) return m8 ? (QB == 8 ? 9 : 7) : (QB == 8 ? 2 : 8);
+  if (QB == 8) return M == 1 ? 7 : (m8 ? 8 : 2);
+  return m8 ? 7 : 8;
 }
 
 // One quantized weight (g holds it alone; its codes as g's weight pointer) against x, M <= 64.

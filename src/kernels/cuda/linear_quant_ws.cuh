@@ -174,11 +174,15 @@ __global__ void __launch_bounds__(Qw<MT, S, CF, QB>::kThreads, Qw<MT, S, CF, QB>
               *reinterpret_cast<uint4*>(tile + swz(r, 4 * cc + 3, BK * 2)) = dq(v.w, 0u, bb);
             }
           };
-          auto slow = [&](uint32_t lo, uint32_t hi, float bb) { return dequant8<QB>(lo, hi, s, bb); };
+          auto slow = [&](uint32_t lo, uint32_t hi, float bb) {
+            return dequant8<QB>(lo, hi, s, bb);
+          };
           if constexpr (CF::FAST != 0) {
             float c;
             if (shift_bias<QB>(s, b, p >> 16, c)) {
-              put([&](uint32_t lo, uint32_t hi, float cc2) { return dequant8_shifted<QB>(lo, hi, s, cc2); }, c);
+              put([&](uint32_t lo, uint32_t hi, float c2) {
+                return dequant8_shifted<QB>(lo, hi, s, c2);
+              }, c);
             } else {
               put(slow, b);
             }
