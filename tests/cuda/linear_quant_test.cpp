@@ -1,16 +1,18 @@
 // CUDA linear on quantized (MLX affine 4/8-bit) weights: for every M (1..64, 65, 100, 2048), every
-// quantized path (the skinny kernel's 128-k and 64-k configs for M <= 16, its bf16-x config for
-// M 17..64, the dequantize-into-scratch copy), alone and inside linear_multi, the result is bitwise
+// quantized path (each of the skinny kernel's M <= 16 configs, forced one by one, its bf16-x
+// config for M 17..64, the dequantize-into-scratch copy), alone and inside linear_multi, the result is bitwise
 // the GPU linear of the BF16 matrix that the host dequantization gives (f32_to_bf16 of
 // fma(q, s, b): what CudaBackend::place uploaded before quantized weights stayed quantized).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "cuda_test_util.h"
+#include "kernels/cuda/linear_quant_testing.h"
 #include "kernels/ops.h"
 #include "quant_test_util.h"
 
@@ -35,6 +37,7 @@ std::string case_name(const ::testing::TestParamInfo<QCase>& i) {
 struct Reset {
   ~Reset() {
     testing::set_linear_quant_path(0);
+    testing::set_linear_quant_config(0);
     testing::set_linear_tile_override(0);
   }
 };
@@ -55,7 +58,8 @@ TEST_P(QuantLinearTest, BitwiseTheDequantizedBf16Linear) {
 
   struct Run {
     int64_t M;
-    int path;  // set_linear_quant_path
+    int path;     // set_linear_quant_path
+    int cfg = 0;  // set_linear_quant_config (M <= 16)
   };
   std::vector<Run> runs;
   if (huge) {
@@ -67,17 +71,26 @@ TEST_P(QuantLinearTest, BitwiseTheDequantizedBf16Linear) {
   for (int path = 1; path <= 3; ++path)
     for (int64_t m : {1, 2, 4, 5, 8, 9, 12, 16}) runs.push_back({m, path});
   for (int64_t m : {17, 40, 64}) runs.push_back({m, 3});
+  // Every M <= 16 config, forced (where its shared memory does not fit, the rule's fallback runs).
+  const int n_cfg = testing::set_linear_quant_config(0);
+  for (int cfg = 1; cfg <= n_cfg; ++cfg)
+    for (int64_t m : huge ? std::vector<int64_t>{1, 9} : std::vector<int64_t>{1, 3, 8, 9, 16})
+      runs.push_back({m, 0, cfg});
+  std::vector<int> cfg_ran(n_cfg + 1, 0);
   Reset reset;
   // Every run is checked (a failure does not stop the sweep), so one GPU run shows which M and
   // paths differ; the first few are described.
   int failed = 0, fused = 0, fusable = 0;
   std::string failures;
-  for (const auto& [M, path] : runs) {
+  for (const auto& [M, path, cfg] : runs) {
     testing::set_linear_quant_path(path);
+    testing::set_linear_quant_config(cfg);
     const float* x = dx.get() + ((M * 37) % (P - M + 1)) * K;
     DeviceBuffer<float> yq(M * N), yb(M * N);
     linear(x, M, dq.w, bias, yq.get());
     const int used = testing::linear_quant_path_used();
+    const int cfg_used = testing::linear_quant_config_used();
+    if (cfg > 0 && cfg_used == cfg) ++cfg_ran[cfg];
     fused += used != 4;
     fusable += M <= 64 && path != 3;
     linear(x, M, db.w, bias, yb.get());
@@ -85,8 +98,9 @@ TEST_P(QuantLinearTest, BitwiseTheDequantizedBf16Linear) {
     for (int64_t i = 0; i < M; ++i)
       if (!same_bits(a.data() + i * N, r.data() + i * N, N)) {
         if (++failed <= 6)
-          failures += "\n  M=" + std::to_string(M) + " path " + std::to_string(path) + " (ran " +
-                      std::to_string(used) + ") row " + std::to_string(i) + ": " +
+          failures += "\n  M=" + std::to_string(M) + " path " + std::to_string(path) + " config " +
+                      std::to_string(cfg) + " (ran " + std::to_string(used) + ", config " +
+                      std::to_string(cfg_used) + ") row " + std::to_string(i) + ": " +
                       diff_summary(a.data() + i * N, r.data() + i * N, N);
         break;
       }
@@ -95,6 +109,15 @@ TEST_P(QuantLinearTest, BitwiseTheDequantizedBf16Linear) {
                        << " runs differ from the dequantized BF16 linear" << failures;
   // The fused kernel must actually run where it can (else the test proves only the fallback).
   EXPECT_EQ(fused, linear_quant_fused(hq.w) ? fusable : 0) << quant_name(hq.w);
+  // Every config must run at least once where the shared memory surely fits them all (S <= 2:
+  // 8192 rows or more; the small-K shapes).
+  if (linear_quant_fused(hq.w)) {
+    std::string never;
+    for (int cfg = 1; cfg <= n_cfg; ++cfg)
+      if (cfg_ran[cfg] == 0) never += " " + std::to_string(cfg);
+    if (N >= 8192) EXPECT_TRUE(never.empty()) << quant_name(hq.w) << ": configs never ran:" << never;
+    else if (!never.empty()) std::printf("  %s: configs that did not fit:%s\n", quant_name(hq.w).c_str(), never.c_str());
+  }
 }
 
 std::vector<QCase> cases() {

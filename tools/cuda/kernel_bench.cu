@@ -7,6 +7,8 @@
 //   cuda_bench linear-sweep   every M <= 16 linear config per decode shape (not in "all")
 //   cuda_bench linear-prefill the M > 64 kernels (mma.sync, wgmma tiles, cuBLAS) at M 512, 2048
 //   cuda_bench attention-prefill  causal prefill attention, every walk variant (BENCH_WALK_VARIANT=v: one)
+//   cuda_bench linear-quant   quantized (8/4-bit, group 64) decode linears under every M <= 16
+//                             config, against BF16 (not in "all")
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +24,7 @@
 #include "core/dtype.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/linear_quant_testing.h"
 
 using namespace lockstep;
 using namespace lockstep::kernels;
@@ -314,6 +317,131 @@ void bench_linear_sweep() {
   kc::free_device(y);
 }
 
+// linear-quant: the Qwen3-8B decode linears (one weight a launch, as the quantized path runs
+// them) with BF16 weights (the rule's config) and with 8-bit and 4-bit affine weights (group 64,
+// BF16 scale/bias pairs) under every M <= 16 quantized config
+// (kc::testing::set_linear_quant_config) and the rule. Device time of a replayed graph; the
+// weights rotate through a 1.5 GiB pool, so every call reads them from HBM. GB/s = bytes of
+// weights read (codes + pairs) / time. A '-' is a config whose shared memory does not fit.
+//   cuda_bench linear-quant [n]: configs 1..n only
+void bench_linear_quant(int max_cfg) {
+  struct Shape {
+    const char* name;
+    int64_t N, K;
+    int per_step;  // launches per 8B decode step
+  };
+  const Shape shapes[] = {{"q 4096x4096", 4096, 4096, 36},     {"k/v 1024x4096", 1024, 4096, 72},
+                          {"o 4096x4096", 4096, 4096, 36},     {"gate/up 12288x4096", 12288, 4096, 72},
+                          {"down 4096x12288", 4096, 12288, 36}, {"lm_head 151936x4096", 151936, 4096, 1}};
+  int n_cfg = kc::testing::set_linear_quant_config(0);
+  if (max_cfg > 0 && max_cfg < n_cfg) n_cfg = max_cfg;
+  std::printf("\n== linear-quant: M <= 16 quantized configs; us (GB/s of codes + pairs) ==\n");
+  for (int c = 1; c <= n_cfg; ++c)
+    std::printf("  c%-2d %s\n", c, kc::testing::linear_quant_config_name(c).c_str());
+  const size_t pool_bytes = size_t{3} << 29;  // 1.5 GiB
+  auto* pool = static_cast<uint16_t*>(kc::malloc_device(pool_bytes));
+  sweep_fill_bf16<<<2048, 256, 0, kc::detail::stream()>>>(pool, pool_bytes / 2);
+  ck(cudaGetLastError(), "fill");
+  const int64_t maxM = 16, maxK = 12288, maxN = 151936;
+  std::vector<float> hx(maxM * maxK);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(0.001 * static_cast<double>(i));
+  auto* x = static_cast<float*>(kc::malloc_device(hx.size() * 4));
+  kc::upload(x, hx.data(), hx.size() * 4);
+  auto* y = static_cast<float*>(kc::malloc_device(maxM * maxN * 4));
+  kc::synchronize();
+  const int64_t Ms[] = {1, 4, 16};
+  constexpr int kW = 3;  // 0 = BF16, 1 = 8-bit, 2 = 4-bit
+  // Per M and width: the 8B step's linears (sum of per_step x time) by rule, and best per shape.
+  double step_rule[3][kW] = {}, step_best[3][kW] = {};
+  for (const Shape& sh : shapes) {
+    for (int mi = 0; mi < 3; ++mi) {
+      const int64_t M = Ms[mi];
+      for (int wi = 0; wi < kW; ++wi) {
+        const int bits = wi == 0 ? 16 : (wi == 1 ? 8 : 4);
+        const size_t code_bytes = static_cast<size_t>(sh.N * sh.K * bits / 8);
+        const size_t pair_bytes = wi == 0 ? 0 : static_cast<size_t>(sh.N * (sh.K / 64) * 4);
+        const size_t span = code_bytes + pair_bytes;
+        const size_t span_al = (span + 511) / 512 * 512;
+        const int iters =
+            static_cast<int>(std::min<size_t>(200, std::max<size_t>(8, (size_t{2} << 30) / span)));
+        auto call = [&](int i) {
+          const size_t room = pool_bytes - span_al;
+          const size_t off = room == 0 ? 0 : (static_cast<size_t>(i) * span_al) % room / 512 * 512;
+          const auto* base = reinterpret_cast<const uint8_t*>(pool) + off;
+          Weight w;
+          w.rows = sh.N;
+          w.cols = sh.K;
+          w.data = base;
+          if (wi == 0) {
+            w.dtype = DType::BF16;
+          } else {
+            w.quant = QuantFormat::Affine;
+            w.bits = bits;
+            w.group_size = 64;
+            w.scale_dtype = DType::BF16;
+            w.scales = base + (code_bytes + 255) / 256 * 256;
+          }
+          kc::linear(x, M, w, nullptr, y);
+        };
+        std::printf("%-20s M=%-2lld %-4s", sh.name, static_cast<long long>(M),
+                    wi == 0 ? "bf16" : (wi == 1 ? "q8" : "q4"));
+        auto timed = [&](int c, int* used) -> double {
+          kc::testing::set_linear_quant_config(c);
+          try {
+            call(0);
+            kc::synchronize();
+            *used = kc::testing::linear_quant_config_used();
+            if (c > 0 && *used != c) return -1;
+            return graph_time(call, iters);
+          } catch (const std::exception& e) {
+            cudaGraph_t g = nullptr;
+            cudaStreamEndCapture(kc::detail::stream(), &g);  // drop a broken capture
+            if (g) cudaGraphDestroy(g);
+            cudaGetLastError();
+            std::fprintf(stderr, "\nconfig %d: %s\n", c, e.what());
+            return -2;
+          }
+        };
+        int used = 0;
+        const double tr = timed(0, &used);
+        const int rule_c = wi == 0 ? 0 : used;
+        std::printf(" rule c%-2d %8.2f us %5.0f GB/s |", rule_c, tr * 1e6, span / tr / 1e9);
+        double best = tr;
+        int best_c = rule_c;
+        if (wi != 0) {
+          for (int c = 1; c <= n_cfg; ++c) {
+            const double t = timed(c, &used);
+            if (t == -1) {
+              std::printf("      -");
+              continue;
+            }
+            if (t < 0) {
+              std::printf("    ERR");
+              continue;
+            }
+            if (t < best) best = t, best_c = c;
+            std::printf(" %6.2f", t * 1e6);
+          }
+          std::printf(" | best c%d %.2f us %.0f GB/s (%.0f%% of 4.8 TB/s)", best_c, best * 1e6,
+                      span / best / 1e9, 100.0 * span / best / 4.8e12);
+        }
+        std::printf("\n");
+        step_rule[mi][wi] += sh.per_step * tr;
+        step_best[mi][wi] += sh.per_step * best;
+      }
+    }
+  }
+  kc::testing::set_linear_quant_config(0);
+  for (int mi = 0; mi < 3; ++mi)
+    std::printf("8B decode step linears, M=%lld: bf16 %.0f us | q8 rule %.0f us, best per shape %.0f us | "
+                "q4 rule %.0f us, best per shape %.0f us\n",
+                static_cast<long long>(Ms[mi]), step_rule[mi][0] * 1e6, step_rule[mi][1] * 1e6,
+                step_best[mi][1] * 1e6, step_rule[mi][2] * 1e6, step_best[mi][2] * 1e6);
+  kc::free_device(pool);
+  kc::free_device(x);
+  kc::free_device(y);
+}
+
 // Attention over a paged BF16 cache (kKvDtype) of `ctx` positions (block 16): T = 1 and 8 are decode and
 // verify (the last T positions), T = ctx a causal prefill of the whole context. Decode reports
 // the KV bytes read once over the time; prefill the FLOPs of q.k and p.v over the causal keys
@@ -525,6 +653,7 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "linear") bench_linear();
   if (only == "linear-sweep") bench_linear_sweep();
   if (only == "linear-prefill") bench_linear_prefill();
+  if (only == "linear-quant") bench_linear_quant(argc > 2 ? std::atoi(argv[2]) : 0);
   if (only.empty() || only == "attention") bench_attention();
   if (only == "attention-prefill") bench_attention_prefill();
   if (only.empty() || only == "rows") bench_rows();

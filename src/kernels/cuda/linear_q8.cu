@@ -4,8 +4,9 @@
 
 namespace lockstep::kernels::cuda::lin {
 
-int quant_skinny8(const Group& g, const float* x, int M, int K, int S, const SkQuant& q, int force) {
-  return quant_skinny<8>(g, x, M, K, S, q, force);
+int quant_skinny8(const Group& g, const float* x, int M, int K, int S, const SkQuant& q, int force,
+                  int cfg, int* cfg_used) {
+  return quant_skinny<8>(g, x, M, K, S, q, force, cfg, cfg_used);
 }
 
 }  // namespace lockstep::kernels::cuda::lin

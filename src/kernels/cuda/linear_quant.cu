@@ -14,11 +14,15 @@
 //   recorded in a CUDA graph or not, has to grow it.
 #include <cuda_bf16.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "core/error.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/linear_internal.cuh"
 #include "kernels/cuda/linear_quant.cuh"
 #include "kernels/cuda/linear_quant_skinny.cuh"
+#include "kernels/cuda/linear_quant_testing.h"
 
 namespace lockstep::kernels::cuda {
 namespace lin {
@@ -27,6 +31,21 @@ namespace {
 constexpr int kDequantSlot = 6;  // detail::scratch slot of the BF16 copy
 int path_override = 0;           // testing::set_linear_quant_path
 int path_last = 0;               // testing::linear_quant_path_used
+int cfg_override = -1;           // testing::set_linear_quant_config (-1: LOCKSTEP_QUANT_CFG, once)
+int cfg_last = 0;                // testing::linear_quant_config_used
+
+int cfg_forced() {
+  if (cfg_override < 0) {
+    const char* e = std::getenv("LOCKSTEP_QUANT_CFG");  // benchmarking: force an M <= 16 config
+    cfg_override = e ? std::atoi(e) : 0;
+    if (cfg_override < 0 || cfg_override > kQuantCfgs) cfg_override = 0;
+  }
+  return cfg_override;
+}
+
+#define LOCKSTEP_QUANT_CFG_NAME(i, CF, name) name,
+constexpr const char* kQuantCfgNames[] = {LOCKSTEP_QUANT_CFGS(LOCKSTEP_QUANT_CFG_NAME)};
+static_assert(sizeof(kQuantCfgNames) / sizeof(kQuantCfgNames[0]) == kQuantCfgs);
 
 // Chunk i of 8 elements (row i / (K / 8), k = 8 (i % (K / 8))) of the BF16 copy [N][K].
 template <int QB>
@@ -146,14 +165,18 @@ void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias,
     while ((int64_t{1} << lg) < w.group_size) ++lg;
     const SkQuant q{static_cast<const uint32_t*>(w.scales), lg, fmt};
     const int m = static_cast<int>(M);
-    const int used = w.bits == 8 ? quant_skinny8(g, x, m, K, S, q, path_override)
-                                 : quant_skinny4(g, x, m, K, S, q, path_override);
+    const int cfg = cfg_forced();
+    int cfg_used = 0;
+    const int used = w.bits == 8 ? quant_skinny8(g, x, m, K, S, q, path_override, cfg, &cfg_used)
+                                 : quant_skinny4(g, x, m, K, S, q, path_override, cfg, &cfg_used);
     if (used > 0) {
       path_last = used;
+      cfg_last = cfg_used;
       return;
     }
   }
   path_last = 4;
+  cfg_last = 0;
   const Weight b = dequantize_to_scratch(w, fmt);
   cuda::linear(x, M, b, bias, y);
 }
@@ -189,6 +212,15 @@ int set_linear_quant_path(int path) {
   return 3;
 }
 int linear_quant_path_used() { return lin::path_last; }
+int set_linear_quant_config(int config) {
+  lin::cfg_override = config < 0 || config > lin::kQuantCfgs ? 0 : config;
+  return lin::kQuantCfgs;
+}
+int linear_quant_config_used() { return lin::cfg_last; }
+std::string linear_quant_config_name(int config) {
+  if (config < 1 || config > lin::kQuantCfgs) return "rule";
+  return lin::kQuantCfgNames[config - 1];
+}
 }  // namespace testing
 
 }  // namespace lockstep::kernels::cuda

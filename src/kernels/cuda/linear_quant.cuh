@@ -66,8 +66,14 @@ __device__ __forceinline__ uint4 dequant8(uint32_t lo, uint32_t hi, float s, flo
       m[4 + j] = __byte_perm(hi, 0x4B000000u, 0x7540u + j);
     }
   } else {
+    // The even codes in the low nibbles of e's bytes, the odd ones in o's; then one byte permute
+    // per code, as for 8 bits (the same bits as ((lo >> 4 j) & 0xf) | 0x4B000000).
+    const uint32_t e = lo & 0x0F0F0F0Fu, o = (lo >> 4) & 0x0F0F0F0Fu;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) m[j] = ((lo >> (4 * j)) & 0xfu) | 0x4B000000u;
+    for (int j = 0; j < 4; ++j) {
+      m[2 * j] = __byte_perm(e, 0x4B000000u, 0x7540u + j);
+      m[2 * j + 1] = __byte_perm(o, 0x4B000000u, 0x7540u + j);
+    }
   }
   auto e = [&](int j) { return __fmaf_rn(__fsub_rn(__uint_as_float(m[j]), 8388608.0f), s, b); };
   uint4 r;
@@ -76,6 +82,50 @@ __device__ __forceinline__ uint4 dequant8(uint32_t lo, uint32_t hi, float s, flo
   r.z = detail::pack_bf16x2(e(4), e(5));
   r.w = detail::pack_bf16x2(e(6), e(7));
   return r;
+}
+
+// The same eight elements with one instruction fewer each, where shift_bias allowed it: the codes
+// become the floats 2^E + q (E = 15 for 8 bits, 7 for 4 bits: q ORed into the mantissa of 2^E by
+// the byte permute alone) and c = b - 2^E s, so fma(2^E + q, s, c) = round(q s + b), the very
+// rounding of fma(q, s, b), provided c is exact.
+template <int QB>
+__device__ __forceinline__ uint4 dequant8_shifted(uint32_t lo, uint32_t hi, float s, float c) {
+  uint32_t m[8];
+  if constexpr (QB == 8) {
+    // Bytes of the result: 0, code byte j, 0, 0x47 (2^15 + q).
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      m[j] = __byte_perm(lo, 0x47000000u, 0x7504u + (j << 4));
+      m[4 + j] = __byte_perm(hi, 0x47000000u, 0x7504u + (j << 4));
+    }
+  } else {
+    // Bytes of the result: 0, 0, code nibble, 0x43 (2^7 + q).
+    const uint32_t e = lo & 0x0F0F0F0Fu, o = (lo >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      m[2 * j] = __byte_perm(e, 0x43000000u, 0x7054u + (j << 8));
+      m[2 * j + 1] = __byte_perm(o, 0x43000000u, 0x7054u + (j << 8));
+    }
+  }
+  auto e = [&](int j) { return __fmaf_rn(__uint_as_float(m[j]), s, c); };
+  uint4 r;
+  r.x = detail::pack_bf16x2(e(0), e(1));
+  r.y = detail::pack_bf16x2(e(2), e(3));
+  r.z = detail::pack_bf16x2(e(4), e(5));
+  r.w = detail::pack_bf16x2(e(6), e(7));
+  return r;
+}
+
+// c = b - 2^E s (E as above) for dequant8_shifted, and whether it may be used: c exact (TwoSum's
+// error is zero; infinities and NaNs fail) and b not -0 (fma(0, s, -0) is -0 for s < 0, where the
+// shifted form gives +0). bias_bits: b's 16 source bits.
+template <int QB>
+__device__ __forceinline__ bool shift_bias(float s, float b, uint32_t bias_bits, float& c) {
+  const float d = __fmul_rn(s, QB == 8 ? 32768.0f : 128.0f);  // exact (a power of two)
+  c = __fsub_rn(b, d);
+  const float bb = __fsub_rn(c, b);
+  const float err = __fadd_rn(__fsub_rn(b, __fsub_rn(c, bb)), __fsub_rn(-d, bb));
+  return err == 0.0f && bias_bits != 0x8000u;
 }
 
 }  // namespace lockstep::kernels::cuda::lin
