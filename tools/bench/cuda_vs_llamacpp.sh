@@ -32,7 +32,8 @@
 #   build's niceness, 19 when other work shares the call), P (2048), N (128), R (3), ROUNDS (2), BUDGET_S (470), DEADLINE_S (560: no step
 #   starts, and every step's timeout ends, by then; lower both when this follows other work in
 #   the same 600 s call), BUILD_TIMEOUT_S (390), LLAMA_UB (512,2048), FAST (1; 0 skips lockstep
-#   --numerics fast), LLAMA_CUDA_BUILD (/tmp/llama-cuda-build),
+#   --numerics fast), QUANT ("8 4": lockstep also with --quantize 8 and 4, weights kept
+#   quantized on the GPU by LOCKSTEP_CUDA_QUANT=1; empty skips), LLAMA_CUDA_BUILD (/tmp/llama-cuda-build),
 #   WORK (/tmp/lockstep-cuda), LOCKSTEP_RUN and LLAMA_RUN (the binaries; defaults are the carried
 #   wrappers; a dry run elsewhere can point them at CPU builds, with CUDA_DEVICE=cpu for lockstep).
 # Output: $OUT (or ./cuda-logs) gets two files, cuda_vs_llamacpp_LIKE.txt (the summary, also
@@ -42,7 +43,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 1
 like="${1:-qwen3-8b}"
 P="${P:-2048}"; N="${N:-128}"; R="${R:-3}"; rounds="${ROUNDS:-2}"; budget="${BUDGET_S:-470}"
-deadline="${DEADLINE_S:-560}"; ub="${LLAMA_UB:-512,2048}"; fast="${FAST:-1}"
+deadline="${DEADLINE_S:-560}"; ub="${LLAMA_UB:-512,2048}"; fast="${FAST:-1}"; quant="${QUANT-8 4}"
 build_timeout="${BUILD_TIMEOUT_S:-390}"
 export LLAMA_CUDA_BUILD="${LLAMA_CUDA_BUILD:-/tmp/llama-cuda-build}"  # read by run-llama-bench
 dev="${CUDA_DEVICE:-cuda}"
@@ -280,6 +281,9 @@ for r in $(seq 1 "$rounds"); do
   if [ "$fast" = 1 ] && [ -n "${LOCKSTEP_CUBLAS_DIR:-}" ]; then
     LD_LIBRARY_PATH="$LOCKSTEP_CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ls_bench fast "$r" --numerics fast
   fi
+  for q in $quant; do  # the same weights quantized at load, kept quantized on the GPU
+    LOCKSTEP_CUDA_QUANT=1 ls_bench "q$q" "$r" --quantize "$q"
+  done
   [ $ll_ok -eq 0 ] && ll_bench tg "$r" -p 0 -n "$N" -d "$P,0" -fa 0,1
   last=$(( $(date +%s) - rs ))
 done
@@ -355,7 +359,9 @@ for name in ("exact", "fast", "best"):
             continue
         b = best[metric]
         if name == "best":
-            cands = [k for k in rows if k[0] == "lockstep" and k[2] == metric]
+            # BF16 only: llama.cpp runs the BF16 weights (the q rows are listed above)
+            cands = [k for k in rows if k[0] == "lockstep" and k[2] == metric
+                     and k[1] in ("exact", "fast")]
             if len(cands) < 2:
                 continue
             k = max(cands, key=lambda k: med[k])

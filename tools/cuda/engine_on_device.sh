@@ -67,6 +67,24 @@ timeout 150 "$bin" verify --device cuda -m models/lockstep-draft-3m --draft-mode
   --prompts tests/gate/prompts.jsonl -n 64 >"$out/gate_shipped_dense.log" 2>&1
 note "gate shipped draft-3m as target (cuda): $(grep -E '^(PASS|FAIL|DIVERGED)|error|terminate' "$out/gate_shipped_dense.log" | head -1)"
 
+# 1a. The same pair with the weights kept quantized on the GPU (LOCKSTEP_CUDA_QUANT=1: 4-bit
+#     target, 8-bit draft, both through the quantized kernels), and the 4-bit target's greedy
+#     text quantized-on-GPU against BF16-placed (the same values by definition, so the same text).
+stamp "gate: quantized on the GPU"
+"$bin" quantize -m models/lockstep-draft-3m -o "$work/draft-q8" --bits 8 >/dev/null
+LOCKSTEP_CUDA_QUANT=1 timeout 150 "$bin" verify --device cuda -m "$work/draft-q4" \
+  --draft-model "$work/draft-q8" --prompts tests/gate/prompts.jsonl -n 64 >"$out/gate_quant_gpu.log" 2>&1
+note "gate draft-3m q4 target + q8 draft kept quantized (cuda): $(grep -E '^(PASS|FAIL|DIVERGED)|error|terminate' "$out/gate_quant_gpu.log" | head -1)"
+for q in 1 0; do
+  LOCKSTEP_CUDA_QUANT=$q timeout 30 "$bin" generate --device cuda -m "$work/draft-q4" \
+    -p "The quick brown fox" -n 48 --temperature 0 >"$work/gen_quant$q.txt" 2>/dev/null
+done
+if [ -s "$work/gen_quant1.txt" ] && cmp -s "$work/gen_quant1.txt" "$work/gen_quant0.txt"; then
+  note "q4 greedy text: kept quantized == dequantized to BF16"
+else
+  note "q4 greedy text: DIFFERENT or empty (kept quantized vs dequantized to BF16)"
+fi
+
 # 1b. The shipped target (Qwen3.5 hybrid with its MTP head) and the shipped draft: the CI gate's
 #     prompts on the GPU (MTP, draft and lookup at every width, batched, chunked, seeded).
 stamp "gate: shipped target on cuda"
