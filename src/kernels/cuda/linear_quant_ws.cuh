@@ -264,46 +264,7 @@ __global__ void __launch_bounds__(Qw<MT, S, CF, QB>::kThreads, Qw<MT, S, CF, QB>
     }
   }
   cp_async_wait<0>();
-  if constexpr (S == 1) {
-    if (!mma_warp) return;
-  }
-  const int wrow = pw;
-  if constexpr (S > 1) {
-    // Pieces 1.. hand their accumulators to piece 0, which adds them in piece order.
-    __syncthreads();  // every warp is done with the pipeline's shared memory
-    float* red = reinterpret_cast<float*>(smem);
-    auto slot = [&](int p, int j, int e) {
-      return (((p - 1) * WR + wrow) * MT + j) * 4 * 32 + e * 32 + lane;
-    };
-    if (piece > 0 && mma_warp) {
-#pragma unroll
-      for (int j = 0; j < MT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) red[slot(piece, j, e)] = acc[j][e];
-    }
-    __syncthreads();
-    if (piece > 0 || !mma_warp) return;
-#pragma unroll
-    for (int p = 1; p < S; ++p)
-#pragma unroll
-      for (int j = 0; j < MT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], red[slot(p, j, e)]);
-  }
-  const int g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-  for (int j = 0; j < MT; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int n = n0 + wrow * 16 + g + (e >> 1) * 8;
-      const int m = m0 + j * 8 + 2 * t4 + (e & 1);
-      if (n < N && m < M) {
-        float v = acc[j][e];
-        if (bias) v = __fadd_rn(v, bias[n]);
-        y[static_cast<int64_t>(m) * N + n] = v;
-      }
-    }
-  }
+  skinny_merge_store<MT, S, WR>(smem, acc, piece, pw, mma_warp, n0, m0, N, M, bias, y);
 }
 
 // Launches one warp-specialized kernel; false (nothing launched) when its shared memory does not

@@ -79,6 +79,57 @@ struct Skinny {
   static_assert(QB != 0 || kDQ == 1, "dequant warps are for quantized weights");
 };
 
+// The end of every skinny kernel (the BF16 and both quantized ones): pieces 1.. hand their
+// accumulators to piece 0 through shared memory, piece 0 adds them in piece order
+// (((a0 + a1) + a2) + a3, the merge linear.cu's schedule fixes), adds the bias and stores the
+// block's outputs. One copy, so every skinny kernel merges alike. All the block's threads call it
+// once every warp is past the pipeline (cp_async_wait<0>): the S > 1 barriers are block-wide.
+// Warps that hold no accumulators (mma_warp false), and pieces 1.., store nothing.
+template <int MT, int S, int WR>
+__device__ __forceinline__ void skinny_merge_store(uint8_t* smem, float (&acc)[MT][4], int piece,
+                                                   int wrow, bool mma_warp, int n0, int m0, int N,
+                                                   int M, const float* __restrict__ bias,
+                                                   float* __restrict__ y) {
+  const int lane = threadIdx.x & 31;
+  if constexpr (S == 1) {
+    if (!mma_warp) return;
+  } else {
+    __syncthreads();  // every warp is done with the pipeline's shared memory
+    float* red = reinterpret_cast<float*>(smem);
+    auto slot = [&](int p, int j, int e) {
+      return (((p - 1) * WR + wrow) * MT + j) * 4 * 32 + e * 32 + lane;
+    };
+    if (piece > 0 && mma_warp) {
+#pragma unroll
+      for (int j = 0; j < MT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) red[slot(piece, j, e)] = acc[j][e];
+    }
+    __syncthreads();
+    if (piece > 0 || !mma_warp) return;
+#pragma unroll
+    for (int p = 1; p < S; ++p)
+#pragma unroll
+      for (int j = 0; j < MT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], red[slot(p, j, e)]);
+  }
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < MT; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int n = n0 + wrow * 16 + g + (e >> 1) * 8;
+      const int m = m0 + j * 8 + 2 * t + (e & 1);
+      if (n < N && m < M) {
+        float v = acc[j][e];
+        if (bias) v = __fadd_rn(v, bias[n]);
+        y[static_cast<int64_t>(m) * N + n] = v;
+      }
+    }
+  }
+}
+
 // sb, lg, pair_fmt: the quantized weight's scale/bias pairs (linear_quant.cuh), log2 of its group
 // size (a power of two >= 32) and pair format (kPairBF16 / kPairF16); unused for QB = 0. A
 // quantized launch has one weight.
@@ -356,46 +407,7 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads,
     }
   }
   cp_async_wait<0>();
-  if constexpr (S == 1) {
-    if (!mma_warp) return;  // (S > 1: after the block-wide barriers below)
-  }
-
-  if constexpr (S > 1) {
-    // Pieces 1.. hand their accumulators to piece 0, which adds them in piece order.
-    __syncthreads();  // every warp is done with the pipeline's shared memory
-    float* red = reinterpret_cast<float*>(smem);
-    auto slot = [&](int p, int j, int e) {
-      return (((p - 1) * C::kWR + wrow) * MT + j) * 4 * 32 + e * 32 + lane;
-    };
-    if (piece > 0 && mma_warp) {
-#pragma unroll
-      for (int j = 0; j < MT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) red[slot(piece, j, e)] = acc[j][e];
-    }
-    __syncthreads();
-    if (piece > 0 || !mma_warp) return;
-#pragma unroll
-    for (int p = 1; p < S; ++p)
-#pragma unroll
-      for (int j = 0; j < MT; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], red[slot(p, j, e)]);
-  }
-
-#pragma unroll
-  for (int j = 0; j < MT; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int n = n0 + wrow * 16 + g + (e >> 1) * 8;
-      const int m = m0 + j * 8 + 2 * t + (e & 1);
-      if (n < N && m < M) {
-        float v = acc[j][e];
-        if (bias) v = __fadd_rn(v, bias[n]);
-        y[static_cast<int64_t>(m) * N + n] = v;
-      }
-    }
-  }
+  skinny_merge_store<MT, S, C::kWR>(smem, acc, piece, wrow, mma_warp, n0, m0, N, M, bias, y);
 }
 
 inline int smem_optin() {
