@@ -1,10 +1,10 @@
 // The CUDA backend: kernels::Backend over kernels/cuda/cuda_ops.h. Weights are placed on the GPU
-// as BF16 (F32/F16 checkpoints are rounded to BF16, 4/8-bit affine ones dequantized to BF16), or,
-// with LOCKSTEP_CUDA_QUANT=1, 4/8-bit affine weights stay quantized (codes as stored plus 4-byte
-// scale/bias pairs, kernels/quant_gpu_layout.h; each element means the BF16 value of its
-// dequantization, so results are bitwise those of the BF16 placement, at 1/2 or 1/4 of the
-// memory; opt-in because its decode is still slower: H200 Qwen3-8B 121 tok/s at 8 bits, 115 at 4,
-// 166 at BF16); activations stay FP32 between ops. Scratch arrays come
+// as BF16 (F32/F16 checkpoints are rounded to BF16), except 4/8-bit affine ones, which stay
+// quantized (codes as stored plus 4-byte scale/bias pairs, kernels/quant_gpu_layout.h; each
+// element means the BF16 value of its dequantization, so results are bitwise those of a BF16
+// placement, at 1/2 or 1/4 of the memory; H200 Qwen3-8B decode: 198 tok/s at 4 bits, 177 at 8,
+// 209 at BF16). LOCKSTEP_CUDA_QUANT=0 dequantizes them to BF16 when placed instead (faster when
+// the memory is there). Activations stay FP32 between ops. Scratch arrays come
 // from a caching allocator, so a forward call does no cudaMalloc/cudaFree after the first ones
 // (cudaFree would synchronize the device); all ops run in order on one stream, which makes
 // reusing a released array safe without events.
@@ -288,11 +288,11 @@ class CudaBackend final : public Backend {
     // LOCKSTEP_CUDA_GRAPHS=0 runs every step eagerly (to measure what graphs save).
     const char* g = std::getenv("LOCKSTEP_CUDA_GRAPHS");
     graphs_enabled_ = !(g && std::string(g) == "0");
-    // LOCKSTEP_CUDA_QUANT=1 keeps 4/8-bit weights quantized on the GPU (place_quantized: the same
-    // results, 1/2 or 1/4 of the memory, slower decode so far); otherwise they are dequantized to
-    // BF16 when placed.
+    // 4/8-bit weights stay quantized on the GPU (place_quantized: the same results, 1/2 or 1/4
+    // of the memory, a little slower decode); LOCKSTEP_CUDA_QUANT=0 dequantizes them to BF16 when
+    // placed (what a user with the memory to spare may want for speed).
     const char* q = std::getenv("LOCKSTEP_CUDA_QUANT");
-    quant_on_gpu_ = q && std::string(q) == "1";
+    quant_on_gpu_ = !(q && std::string(q) == "0");
     if (OpProfile::wanted()) {  // times ops one by one: eager only
       prof_ = std::make_unique<OpProfile>();
       graphs_enabled_ = false;
@@ -494,7 +494,8 @@ class CudaBackend final : public Backend {
       quant_noted_ = true;
       std::fprintf(stderr,
                    "cuda: 4/8-bit weights stay quantized on the GPU (codes + scale/bias pairs, "
-                   "results bitwise the BF16 dequantization; LOCKSTEP_CUDA_QUANT=1)\n");
+                   "results bitwise the BF16 dequantization; LOCKSTEP_CUDA_QUANT=0 places them as "
+                   "BF16)\n");
     }
     return w;
   }
@@ -716,7 +717,7 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<OpProfile> prof_;  // LOCKSTEP_CUDA_PROFILE
   bool fast_checked_ = false;
-  bool quant_on_gpu_ = false;  // LOCKSTEP_CUDA_QUANT=1
+  bool quant_on_gpu_ = true;  // LOCKSTEP_CUDA_QUANT=0 turns it off
   bool quant_noted_ = false;   // the stderr note about quantized placement was printed
   bool graphs_enabled_ = true;
   Mode mode_ = Mode::Eager;

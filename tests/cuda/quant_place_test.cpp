@@ -58,9 +58,8 @@ TEST_F(CudaTest, PlacedQuantWeightMatchesDequantizedBf16) {
   for (int bits : {4, 8}) {
     // A backend per width: its placed-weight cache is keyed by host address, which the second
     // width's freshly allocated arrays may reuse.
-    setenv("LOCKSTEP_CUDA_QUANT", "1", 1);  // quantized placement is opt-in (cuda_backend.cpp)
+    unsetenv("LOCKSTEP_CUDA_QUANT");  // quantized placement is the default (cuda_backend.cpp)
     auto be = make_cuda_backend();
-    unsetenv("LOCKSTEP_CUDA_QUANT");
     const QuantizedMatrix q = quantize_affine(f, bits, 64, DType::BF16, pool);
     const Weight host = q.view();
     const Weight placed = be->place(host);
@@ -101,8 +100,8 @@ TEST_F(CudaTest, PlacedQuantWeightMatchesDequantizedBf16) {
 namespace lockstep::kernels::cuda::test {
 namespace {
 
-// Without LOCKSTEP_CUDA_QUANT=1 quantized weights are placed as BF16 (the default); with it, F32
-// scales (which the fused kernel does not take) are still placed as BF16.
+// With LOCKSTEP_CUDA_QUANT=0 quantized weights are placed as BF16; by default they stay
+// quantized, except with F32 scales (which the fused kernel does not take): BF16 again.
 TEST_F(CudaTest, QuantPlacementSwitchAndF32ScalesGiveBf16) {
   ThreadPool pool(2);
   const int64_t N = 64, K = 256;
@@ -113,14 +112,13 @@ TEST_F(CudaTest, QuantPlacementSwitchAndF32ScalesGiveBf16) {
   f.cols = K;
   f.data = src.data();
   const QuantizedMatrix q = quantize_affine(f, 8, 64, DType::BF16, pool);
-  unsetenv("LOCKSTEP_CUDA_QUANT");
+  setenv("LOCKSTEP_CUDA_QUANT", "0", 1);
   auto be = make_cuda_backend();
+  unsetenv("LOCKSTEP_CUDA_QUANT");
   const Weight placed = be->place(q.view());
   EXPECT_EQ(placed.quant, QuantFormat::None);
   EXPECT_EQ(placed.dtype, DType::BF16);
-  setenv("LOCKSTEP_CUDA_QUANT", "1", 1);
   auto be2 = make_cuda_backend();
-  unsetenv("LOCKSTEP_CUDA_QUANT");
   const QuantizedMatrix q32 = quantize_affine(f, 8, 64, DType::F32, pool);
   EXPECT_EQ(be2->place(q32.view()).quant, QuantFormat::None);
   EXPECT_EQ(be2->place(q.view()).quant, QuantFormat::Affine);

@@ -60,14 +60,15 @@ if [ "${SANITIZE:-0}" = 1 ] && [ -x "$carry/bin/cuda_tests" ] && command -v comp
 fi
 
 # 1. The shipped dense model (qwen3, 8k vocab) as target, its own 4-bit quantization as the draft
-#    (it proposes well but not perfectly, so acceptance and rejection are both exercised).
+#    (it proposes well but not perfectly, so acceptance and rejection are both exercised), the
+#    draft dequantized to BF16 when placed (LOCKSTEP_CUDA_QUANT=0; 1a gates the default).
 stamp "gate: shipped draft model on cuda"
 "$bin" quantize -m models/lockstep-draft-3m -o "$work/draft-q4" --bits 4 >/dev/null
-timeout 150 "$bin" verify --device cuda -m models/lockstep-draft-3m --draft-model "$work/draft-q4" \
+LOCKSTEP_CUDA_QUANT=0 timeout 150 "$bin" verify --device cuda -m models/lockstep-draft-3m --draft-model "$work/draft-q4" \
   --prompts tests/gate/prompts.jsonl -n 64 >"$out/gate_shipped_dense.log" 2>&1
 note "gate shipped draft-3m as target (cuda): $(grep -E '^(PASS|FAIL|DIVERGED)|error|terminate' "$out/gate_shipped_dense.log" | head -1)"
 
-# 1a. The same pair with the weights kept quantized on the GPU (LOCKSTEP_CUDA_QUANT=1: 4-bit
+# 1a. Weights kept quantized on the GPU (the default; LOCKSTEP_CUDA_QUANT=1 says so: 4-bit
 #     target, 8-bit draft, both through the quantized kernels), and the 4-bit target's greedy
 #     text quantized-on-GPU against BF16-placed (the same values by definition, so the same text).
 stamp "gate: quantized on the GPU"

@@ -9,7 +9,7 @@
 #   [".cuda-carry-quant2-xz"]: bash .cuda-carry-quant2-xz/quant_on_device.sh
 #   LIMIT_S (default 400): the call's limit; later steps are skipped when too little is left.
 set -uo pipefail
-export LOCKSTEP_CUDA_QUANT=1  # quantized weights stay quantized on the GPU (opt-in, cuda_backend.cpp)
+export LOCKSTEP_CUDA_QUANT=1  # quantized weights stay quantized on the GPU (the default; cuda_backend.cpp)
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/quant2-logs}"
 mkdir -p "$out" /tmp/q
