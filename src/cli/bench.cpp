@@ -154,7 +154,8 @@ int run_bench_command(BenchFlags& f) {
   f.bench.draft_width =
       f.spec.draft_width > 0 ? f.spec.draft_width : default_draft_width(f.spec.spec);
   const Workload w = workload_of(dir, model->config(),
-                                 static_cast<int64_t>(dtype_size(model->kv_pool().dtype())));
+                                 static_cast<int64_t>(dtype_size(model->kv_pool().dtype())),
+                                 f.model.quantize, f.model.quantize_group_size);
   const std::vector<BenchRun> runs = run_bench(*model, f.bench);
 
   const double p = static_cast<double>(f.bench.prompt_tokens);

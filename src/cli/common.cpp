@@ -37,8 +37,8 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required) {
   app.add_option("--quantize-group-size", flags.quantize_group_size,
                  "Weights per scale/bias group for --quantize (multiple of 16; default 64)");
   app.add_option("--device", flags.device,
-                 "Where the model runs: cpu (default) or cuda (NVIDIA GPU; llama/qwen2/qwen3 "
-                 "models so far)")
+                 "Where the model runs: cpu (default) or cuda (NVIDIA GPU, Hopper: every "
+                 "supported family; the same tokens as alone, batched or speculated)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
 }
 

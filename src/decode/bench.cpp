@@ -13,7 +13,8 @@ namespace {
 bool contains(const std::string& s, const std::string& p) { return s.find(p) != std::string::npos; }
 }  // namespace
 
-Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_elem_bytes) {
+Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_elem_bytes,
+                     int quantize_bits, int64_t quantize_group_size) {
   auto ckpt = Checkpoint::open(dir);
   const bool untied = ckpt->has("lm_head.weight");
   Workload w;
@@ -24,7 +25,19 @@ Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_el
     const bool embed = contains(name, "embed_tokens.");
     if (embed && untied) continue;
     const TensorInfo* t = ckpt->find(name);
-    w.weight_bytes += static_cast<double>(t->nbytes);
+    // What QuantizeOnLoad turns into codes: float ".weight" matrices whose rows split into groups.
+    const bool requantized = quantize_bits > 0 && t->shape.size() == 2 &&
+                             contains(name, ".weight") && !contains(name, "conv1d") &&
+                             (t->dtype == DType::F32 || t->dtype == DType::BF16 ||
+                              t->dtype == DType::F16) &&
+                             t->shape[1] % quantize_group_size == 0;
+    if (requantized) {
+      const double rows = static_cast<double>(t->shape[0]), cols = static_cast<double>(t->shape[1]);
+      w.weight_bytes += rows * cols * quantize_bits / 8 +
+                        rows * (cols / static_cast<double>(quantize_group_size)) * 4;
+    } else {
+      w.weight_bytes += static_cast<double>(t->nbytes);
+    }
     if (t->shape.size() == 2 && !contains(name, "conv1d")) w.linear_params += t->numel();
   }
   int64_t full = 0, linear = 0;

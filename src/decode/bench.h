@@ -32,8 +32,11 @@ struct Workload {
   }
 };
 // kv_elem_bytes: bytes of one cached key or value element (the model's KvPool dtype: 4 on the
-// CPU, 2 on CUDA).
-Workload workload_of(const std::string& dir, const ModelConfig& config, int64_t kv_elem_bytes);
+// CPU, 2 on CUDA). quantize_bits (4 or 8; 0: none): the float matrices are counted as --quantize
+// stores them (codes plus a 16-bit scale and bias per group of quantize_group_size), so the floor
+// is the quantized weights' (the GPU keeps them quantized unless LOCKSTEP_CUDA_QUANT=0).
+Workload workload_of(const std::string& dir, const ModelConfig& config, int64_t kv_elem_bytes,
+                     int quantize_bits = 0, int64_t quantize_group_size = 64);
 
 struct BenchOptions {
   int64_t prompt_tokens = 512, gen_tokens = 128;
