@@ -67,7 +67,6 @@ struct Overrides {
   ~Overrides() {
     testing::set_attention_rows_override(0);
     testing::set_attention_path_override(0);
-    testing::set_attention_walk_variant(0);
   }
   void set(int path, int rows) {
     testing::set_attention_path_override(path);
@@ -180,37 +179,29 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
   std::vector<int64_t> sorted(all);
   std::sort(sorted.begin(), sorted.end(), [&](int64_t a, int64_t b) { return lens[a] < lens[b]; });
 
-  // Every prefill walk variant (1: one pass; two passes: 2 with 8 warps pipelined, 3 with 12
-  // warps, 4 with 8 warps not pipelined; 5 / 6: 1 / 3 with the branch-free exp; the reference
-  // above ran the default) against the same T = 1 reference; the launches that do not walk are
-  // checked once.
-  for (int variant : {1, 2, 3, 4, 5, 6})
   for (const PagedCache* c : {&c16, &c32, &c64}) {
-    testing::set_attention_walk_variant(variant);
-    const std::string vname = " [walk variant " + std::to_string(variant) + "]";
     // Alone: a single chunk walks (T = 1 with max_keys = n_keys), more chunks split.
-    for (int64_t i = 0; i < NQ; i += 7) check(*c, {i}, lens[i], ("T=1" + vname).c_str());
+    for (int64_t i = 0; i < NQ; i += 7) check(*c, {i}, lens[i], "T=1");
     // Alone with a larger launch bound (more chunks: the split launch even for short rows).
     for (int64_t i : {0, 5, 9, 12, 13, 14}) check(*c, {i}, kLen + 500, "T=1, max_keys larger");
     // Small batches (split launch) in different orders.
     check(*c, {3, 9, 0, 13}, kLen, "T=4");
     check(*c, {13, 0, 9, 14, 3, 7, 1}, 2048, "T=7");
     // Many rows (walk launch): scattered, reversed, by length, a causal prefill, everything.
-    check(*c, all, kLen, ("T=160" + vname).c_str());
-    check(*c, reversed, kLen + 256, ("T=160 reversed" + vname).c_str());
-    check(*c, sorted, kLen, ("T=160 by length" + vname).c_str());
-    check(*c, prefill, kLen, ("T=96 prefill" + vname).c_str());
-    check(*c, everything, kLen, ("T=256" + vname).c_str());
+    check(*c, all, kLen, "T=160");
+    check(*c, reversed, kLen + 256, "T=160 reversed");
+    check(*c, sorted, kLen, "T=160 by length");
+    check(*c, prefill, kLen, "T=96 prefill");
+    check(*c, everything, kLen, "T=256");
     // Each launch forced, with every rows-per-block choice, shared and mixed block tables.
     // 1: split (decode kernel where head_dim <= 128), 2: walk, 3: the one-warp split kernel,
     // 4 / 5: the decode kernel with the value columns split over two blocks / in one.
     for (int path : {1, 2, 3, 4, 5}) {
-      if (variant != 1 && path != 2) continue;  // only the walk depends on the variant
       const char* names[] = {"", "split", "walk", "split (one warp)", "decode (2 parts)", "decode (1 part)"};
       const char* name = names[path];
       for (int rows_cap : {1, 2, 3, 5, 0, 1000}) {
         ov.set(path, rows_cap);
-        const std::string what = std::string(name) + ", rows per block " + std::to_string(rows_cap) + vname;
+        const std::string what = std::string(name) + ", rows per block " + std::to_string(rows_cap);
         check(*c, all, kLen, (what + ", T=160").c_str());
         check(*c, all, kLen, (what + ", T=160, mixed tables").c_str(), true);
         check(*c, prefill, kLen + 100, (what + ", T=96 prefill").c_str());
@@ -222,7 +213,6 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
     }
     if (HasFatalFailure()) return;
   }
-  testing::set_attention_walk_variant(0);
 
   // Accuracy against FP64 (every other query): against the BF16-rounded inputs the only errors
   // are the softmax weights rounded to BF16 for P.V (each weight off by at most 2^-9 of itself,

@@ -6,7 +6,7 @@
 //   cuda_bench            all benchmarks
 //   cuda_bench linear-sweep   every M <= 16 linear config per decode shape (not in "all")
 //   cuda_bench linear-prefill the M > 64 kernels (mma.sync, wgmma tiles, cuBLAS) at M 512, 2048
-//   cuda_bench attention-prefill  causal prefill attention, every walk variant (BENCH_WALK_VARIANT=v: one)
+//   cuda_bench attention-prefill  causal prefill attention (the walk)
 //   cuda_bench linear-quant   quantized (8/4-bit, group 64) decode linears under every M <= 16
 //                             config, against BF16 (not in "all")
 #include <algorithm>
@@ -484,19 +484,10 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
       kc::upload(dnk, nk.data(), nk.size() * 4);
       // T <= 64: the default launch, then the one-warp split kernel (path 3) and the decode
       // kernel with the value columns in two blocks / one (paths 4, 5) for comparison.
-      // T > 64 (the walk): each walk variant (1 old one-pass; two-pass: 2 8 warps pipelined,
-      // 3 12 warps, 4 8 warps not pipelined; 5 / 6: 1 / 3 with the branch-free exp; head_dim 256
-      // walks in one pass).
-      for (int cfg : {0, 3, 4, 5, 11, 12, 13, 14, 15, 16}) {
-      const int path = cfg < 10 ? cfg : 0, variant = cfg < 10 ? 0 : cfg - 10;
+      // T > 64: the walk.
+      for (int path : {0, 3, 4, 5}) {
       if (path != 0 && (T > 64 || hd > 128)) continue;
-      if (variant != 0 && (T <= 64 || hd > 128)) continue;
-      if (cfg == 0 && T > 64 && hd <= 128) continue;  // the default is one of 11..16
-      // BENCH_WALK_VARIANT=v: that walk variant alone (one kernel to profile under ncu).
-      if (const char* e = std::getenv("BENCH_WALK_VARIANT"); e && variant != 0 && variant != std::atoi(e))
-        continue;
       kc::testing::set_attention_path_override(path);
-      kc::testing::set_attention_walk_variant(variant);
       const Timing tm = time_per_call(
           [&](int i) {
             KvLayerView kv;
@@ -519,15 +510,12 @@ void bench_attention_shape(int64_t n_heads, int64_t n_kv, int64_t hd, const char
                     path == 3 ? "  [old split]" : path == 4 ? "  [decode, 2 parts]" : path == 5 ? "  [decode, 1 part]" : "");
       } else {
         const double flops = 4.0 * hd * n_heads * keys;
-        const char* vn[] = {"", "  [walk old]", "  [walk new]", "  [walk new12]", "  [walk new8plain]",
-                            "  [walk oldsel]", "  [walk new12sel]"};
-        std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (causal: %6.1f TFLOP/s) | wall %10.2f us%s\n",
+        std::printf("attention ctx=%-6lld T=%-5lld dev %10.2f us  (causal: %6.1f TFLOP/s) | wall %10.2f us\n",
                     static_cast<long long>(ctx), static_cast<long long>(T), t * 1e6,
-                    flops / t / 1e12, tm.wall * 1e6, vn[variant]);
+                    flops / t / 1e12, tm.wall * 1e6);
       }
       }
       kc::testing::set_attention_path_override(0);
-      kc::testing::set_attention_walk_variant(0);
       kc::free_device(q);
       kc::free_device(out);
       kc::free_device(dt);
@@ -547,8 +535,7 @@ void bench_attention() {
   bench_attention_shape(16, 8, 64, "head_dim 64", {{4096, {1, 4096}}});
 }
 
-// attention-prefill: the causal prefill cases alone, every walk variant (the same run, so the
-// variants compare under one clock and one L2 state).
+// attention-prefill: the causal prefill cases alone (the walk).
 void bench_attention_prefill() {
   bench_attention_shape(32, 8, 128, "Qwen3-8B", {{2048, {2048}}, {4096, {4096}}, {512, {512}}});
   bench_attention_shape(16, 8, 64, "head_dim 64", {{4096, {4096}}});

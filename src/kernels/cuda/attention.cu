@@ -42,10 +42,12 @@
 //   8 warps of 16-row tiles over the staged sub-tiles, a 16-slot ring.
 // - walk (prefill): block (rows, kv head) of 8 warps (4 for head_dim 256) walks its chunks in
 //   order and merges each into (M, L) in registers and A in shared memory.
+// The softmax step tests positions only in a chunk where some row of the warp ends (elsewhere
+// every position is every row's), skips 64-position groups past the warp's keys there, and takes
+// its exps without branches (exp_f32_select, attention_internal.cuh).
 // A block takes rows together only when their block-table entries for their keys equal those of
 // its row with the most keys (rows of one sequence); otherwise it takes them one at a time.
-#include <cstdlib>
-#include <cstring>
+#include <climits>
 
 #include "kernels/cuda/attention_internal.cuh"
 
@@ -56,9 +58,8 @@ using namespace attn;
 
 // Rows t0 .. t0 + nr - 1 of kv head kh (key locations from row tref, the one with the most keys),
 // chunks [c0, c1): each warp computes its 16 virtual rows. WALK merges every chunk and writes
-// out; otherwise (c1 = c0 + 1) the chunk's partials go to part_acc / part_ml. SEL: the exps by
-// exp_tile_select (walk variant oldsel), else exp_tile; the same bits.
-template <int HD, int NW, bool WALK, bool SEL = false>
+// out; otherwise (c1 = c0 + 1) the chunk's partials go to part_acc / part_ml.
+template <int HD, int NW, bool WALK>
 __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int kh, int tref,
                           int c0, int c1) {
   using Gm = Geo<HD>;
@@ -79,9 +80,15 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
   int nk_row[2];
   int64_t orow[2];
   thread_rows(a, t0, kh, G, VG, warp * 16 + gq, nk_row, orow);
-  int nkw = max(nk_row[0], nk_row[1]);  // the warp's most keys
+  // The warp's most keys, and its fewest over its rows that exist (rows past VG are left out:
+  // nothing of theirs is written).
+  int nkw = max(nk_row[0], nk_row[1]);
+  int nkl = min(orow[0] < 0 ? INT_MAX : nk_row[0], orow[1] < 0 ? INT_MAX : nk_row[1]);
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) nkw = max(nkw, __shfl_xor_sync(0xffffffffu, nkw, o));
+  for (int o = 16; o > 0; o >>= 1) {
+    nkw = max(nkw, __shfl_xor_sync(0xffffffffu, nkw, o));
+    nkl = min(nkl, __shfl_xor_sync(0xffffffffu, nkl, o));
+  }
 
   // q of the block's virtual rows, BF16, swizzled (rows past VG zero); loads in batches of 8
   // ahead of their stores.
@@ -251,25 +258,69 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
         }
         if constexpr (j == kSpc - 1) {
           // Softmax pieces of the two rows: max, e = exp(score - max), the lane sums, the quad.
-          float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-          for (int jt = 0; jt < 32; ++jt) scale_tile_max(S[jt], jt, tq, np0, np1, a.scale, mx);
-#pragma unroll
-          for (int r = 0; r < 2; ++r) mx[r] = quad_max(mx[r]);
+          // Element e of tile jt sits at position 8 jt + 2 tq + (e & 1), of row e >> 1.
+          // The max is exact in any order: two running maxes per row (element e's), then one.
+          float mx4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, mx[2];
           float sum[2] = {0.0f, 0.0f};
+          if (npw > 0 && nkl - c * kChunk >= kChunk) {
+            // Warp-uniform: every row of the warp has all of the chunk's positions, so no
+            // element is masked (the same operations as below, less the position tests).
 #pragma unroll
-          for (int jt = 0; jt < 32; ++jt) {
-            // SEL: no branch per tile either (one basic block for the chunk's exps): a tile past
-            // the warp's positions is past both rows' too, so the select gives it 0s, and adding
-            // +0 leaves the sums (never -0) as they are.
-            if (SEL || jt * 8 < npw) {
-              if constexpr (SEL) exp_tile_select(S[jt], jt, tq, np0, np1, mx);
-              else exp_tile(S[jt], jt, tq, np0, np1, mx);
+            for (int jt = 0; jt < 32; ++jt)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) sum[e >> 1] = __fadd_rn(sum[e >> 1], S[jt][e]);
-            } else {
-              S[jt][0] = S[jt][1] = S[jt][2] = S[jt][3] = 0.0f;
-            }
+              for (int e = 0; e < 4; ++e) {
+                S[jt][e] = __fmul_rn(S[jt][e], a.scale);
+                mx4[e] = fmaxf(mx4[e], S[jt][e]);
+              }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) mx[r] = quad_max(fmaxf(mx4[2 * r], mx4[2 * r + 1]));
+#pragma unroll
+            for (int jt = 0; jt < 32; ++jt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                S[jt][e] = exp_f32_select<true>(__fsub_rn(S[jt][e], mx[e >> 1]));
+                sum[e >> 1] = __fadd_rn(sum[e >> 1], S[jt][e]);
+              }
+          } else {
+            // Some row ends in the chunk: positions past a row's keys are left out of its max
+            // and get e = 0. 64-position groups wholly past the warp's positions (npw, uniform)
+            // are skipped: their S are the zeros they started as (no MMA ran there), which is
+            // what packs to P, and their e would add +0 to sums that are never -0. Within a
+            // group one basic block (exp_f32_select: no branch per element).
+            const int q0 = np0 - 2 * tq, q1 = np1 - 2 * tq;  // element (jt, e) is the row's
+                                                             // iff 8 jt + (e & 1) < q(e >> 1)
+            for_each_const<4>([&](auto gc) {
+              constexpr int g = decltype(gc)::value;
+              if (g * 64 < npw) {
+#pragma unroll
+                for (int jt = 8 * g; jt < 8 * g + 8; ++jt)
+#pragma unroll
+                  for (int e = 0; e < 4; ++e) {
+                    const float sc = __fmul_rn(S[jt][e], a.scale);
+                    S[jt][e] = sc;
+                    // -inf for a masked position: the max (never NaN) stays as it is.
+                    const bool mine = 8 * jt + (e & 1) < (e < 2 ? q0 : q1);
+                    mx4[e] = fmaxf(mx4[e], mine ? sc : -INFINITY);
+                  }
+              }
+            });
+#pragma unroll
+            for (int r = 0; r < 2; ++r) mx[r] = quad_max(fmaxf(mx4[2 * r], mx4[2 * r + 1]));
+            for_each_const<4>([&](auto gc) {
+              constexpr int g = decltype(gc)::value;
+              if (g * 64 < npw) {
+#pragma unroll
+                for (int jt = 8 * g; jt < 8 * g + 8; ++jt)
+#pragma unroll
+                  for (int e = 0; e < 4; ++e) {
+                    // A masked position's score may exceed the row's max (then y is not
+                    // exp_f32's, but it is not selected either).
+                    const float y = exp_f32_select<true>(__fsub_rn(S[jt][e], mx[e >> 1]));
+                    S[jt][e] = 8 * jt + (e & 1) < (e < 2 ? q0 : q1) ? y : 0.0f;
+                    sum[e >> 1] = __fadd_rn(sum[e >> 1], S[jt][e]);
+                  }
+              }
+            });
           }
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
@@ -441,7 +492,7 @@ __global__ void __launch_bounds__(HD) attn_merge(AttnArgs a) {
 
 // Walk launch: block b takes rows [rb R, rb R + R) of kv head b % n_kv_heads, the row blocks in
 // decreasing rb (the causal rows with the most keys start first).
-template <int HD, bool SEL>
+template <int HD>
 __global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArgs a) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
@@ -453,36 +504,31 @@ __global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArg
   const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
   int tref;
   if (rows_share(a, t0, nr, tref)) {
-    run_tiles<HD, NW, true, SEL>(smem, a, t0, nr, kh, tref, 0, chunks_of(a.n_keys[tref]));
+    run_tiles<HD, NW, true>(smem, a, t0, nr, kh, tref, 0, chunks_of(a.n_keys[tref]));
   } else {
     for (int r = 0; r < nr; ++r)
-      run_tiles<HD, NW, true, SEL>(smem, a, t0 + r, 1, kh, t0 + r, 0, chunks_of(a.n_keys[t0 + r]));
+      run_tiles<HD, NW, true>(smem, a, t0 + r, 1, kh, t0 + r, 0, chunks_of(a.n_keys[t0 + r]));
+  }
+}
+
+// testing::attention_exp_mismatches: exp_f32_select against exp_f32 on inputs [begin, end),
+// exp_f32_select<true> on those not > 0.
+__global__ void exp_mismatch_kernel(uint64_t begin, uint64_t end, unsigned long long* count,
+                                    unsigned* first) {
+  for (uint64_t i = begin + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < end;
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const float x = __uint_as_float(static_cast<unsigned>(i));
+    const unsigned want = __float_as_uint(exp_f32(x));
+    if (__float_as_uint(exp_f32_select(x)) != want ||
+        (!(x > 0.0f) && __float_as_uint(exp_f32_select<true>(x)) != want)) {
+      atomicAdd(count, 1ull);
+      atomicMin(first, static_cast<unsigned>(i));
+    }
   }
 }
 
 int rows_override = 0;  // testing::set_attention_rows_override
 int path_override = 0;  // testing::set_attention_path_override
-int walk_override = 0;  // testing::set_attention_walk_variant
-
-// The prefill walk variant: the testing override, else LOCKSTEP_CUDA_ATTN_WALK (old, new, new12,
-// new8plain, oldsel, new12sel),
-// else kWalkDefault.
-int walk_variant() {
-  if (walk_override > 0) return walk_override;
-  static const int v = [] {
-    const char* e = std::getenv("LOCKSTEP_CUDA_ATTN_WALK");
-    if (e == nullptr || *e == 0) return kWalkDefault;
-    if (std::strcmp(e, "old") == 0) return kWalkOld;
-    if (std::strcmp(e, "new") == 0) return kWalkNew;
-    if (std::strcmp(e, "new12") == 0) return kWalkNew12;
-    if (std::strcmp(e, "new8plain") == 0) return kWalkNew8Plain;
-    if (std::strcmp(e, "oldsel") == 0) return kWalkOldSelect;
-    if (std::strcmp(e, "new12sel") == 0) return kWalkNew12Select;
-    fail("LOCKSTEP_CUDA_ATTN_WALK=", e, ": expected old, new, new12, new8plain, oldsel or new12sel");
-  }();
-  return v;
-}
-
 template <int HD>
 void run(AttnArgs a, int64_t T) {
   constexpr int kWalkWarps = Geo<HD>::kWalkWarps;
@@ -509,24 +555,14 @@ void run(AttnArgs a, int64_t T) {
     }
     launch("attn_merge", attn_merge<HD>, static_cast<unsigned>(T * a.n_heads), HD, 0, a);
   } else {
-    const int v = walk_variant();
-    if constexpr (HD <= 128) {
-      if (v != kWalkOld && v != kWalkOldSelect) {
-        launch_walk2<HD>(a, T, rows_override, v);
-        return;
-      }
-    }
-    // The one-pass walk (variant 1, or 5 with exp_tile_select; head_dim 256: 5 for 5, else 1).
-    const bool sel = v == kWalkOldSelect;
-    if (sel) allow_smem<attn_walk<HD, true>>(kWalkSmem);
-    else allow_smem<attn_walk<HD, false>>(kWalkSmem);
+    allow_smem<attn_walk<HD>>(kWalkSmem);
     const int rmax = kWalkWarps * 16 / a.group;
     // As many rows per block as fit, fewer when that would leave multiprocessors idle.
     const int64_t fill = (T * a.n_kv_heads + sm_count() - 1) / sm_count();
     a.rows = rows_override > 0 ? std::min(rows_override, rmax)
                                : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
     const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
-    launch("attn_walk", sel ? attn_walk<HD, true> : attn_walk<HD, false>,
+    launch("attn_walk", attn_walk<HD>,
            static_cast<unsigned>(blocks), kWalkWarps * 32, kWalkSmem, a);
   }
 }
@@ -576,7 +612,22 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
 namespace testing {
 void set_attention_rows_override(int rows) { rows_override = rows; }
 void set_attention_path_override(int path) { path_override = path; }
-void set_attention_walk_variant(int variant) { walk_override = variant; }
+uint64_t attention_exp_mismatches(uint32_t* first_bad) {
+  unsigned long long* buf = nullptr;
+  check(cudaMalloc(&buf, 16), "exp test: allocate");
+  const unsigned init[4] = {0, 0, 0xffffffffu, 0};
+  check(cudaMemcpyAsync(buf, init, 16, cudaMemcpyHostToDevice, stream()), "exp test: upload");
+  note_stream_op();
+  launch("exp_mismatch_kernel", exp_mismatch_kernel, 132 * 8, 256, 0, uint64_t{0},
+         uint64_t{1} << 32, buf, reinterpret_cast<unsigned*>(buf + 1));
+  unsigned out[4];
+  check(cudaMemcpyAsync(out, buf, 16, cudaMemcpyDeviceToHost, stream()), "exp test: download");
+  check(cudaStreamSynchronize(stream()), "exp test: sync");
+  note_stream_op();
+  check(cudaFree(buf), "exp test: free");
+  if (first_bad) *first_bad = out[2];
+  return static_cast<uint64_t>(out[0]) | (static_cast<uint64_t>(out[1]) << 32);
+}
 }  // namespace testing
 
 }  // namespace lockstep::kernels::cuda

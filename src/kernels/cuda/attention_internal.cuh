@@ -190,13 +190,16 @@ __device__ __forceinline__ void exp_tile(float (&s)[4], int jt, int tq, int np0,
 // x is NaN or out of range, and the special results are selected afterwards. rintf and the
 // float-to-int conversion become one add of 1.5 * 2^23: for |t| < 2^22 the sum lies in
 // [2^23, 2^24), spaced by 1 and rounded to nearest even (1.5 * 2^23 is even), so sum - 1.5 * 2^23
-// is rintf(t) and the sum's bits less 0x4b400000 are the integer (|t| <= 150 in range). The one
-// difference, n = +0 where rintf gives -0, changes r = fma(n, c, x) only for x = -0, where the
-// polynomial still gives exactly 1. Equal on all 2^32 inputs (testing::attention_exp_mismatches;
-// also checked on the CPU with the same operations).
+// is rintf(t) and the sum's bits b less 0x4b400000 are the integer e (|t| <= 150 in range). The
+// one difference, n = +0 where rintf gives -0, changes r = fma(n, c, x) only for x = -0, where
+// the polynomial still gives exactly 1. NONPOS: x is never > 0 (a score less its row's max: the
+// max is an fmaxf over the same scores, so only NaN or x <= 0 arrive), and the x > 88.7 test
+// goes. Equal to exp_f32 on all 2^32 inputs, NONPOS on all but the positive ones
+// (testing::attention_exp_mismatches; also checked on the CPU with the same operations).
+template <bool NONPOS = false>
 __device__ __forceinline__ float exp_f32_select(float x) {
-  const bool special = !(x >= -103.97208f && x <= 88.72283935546875f);  // NaN too
-  const float xr = special ? 0.0f : x;
+  const bool in = NONPOS ? x >= -103.97208f : (x >= -103.97208f && x <= 88.72283935546875f);
+  const float xr = in ? x : 0.0f;  // NaN too
   const float big = __fadd_rn(__fmul_rn(xr, 1.44269504088896341f), 12582912.0f);
   const float n = __fsub_rn(big, 12582912.0f);
   float r = __fmaf_rn(n, -0.693145751953125f, xr);
@@ -209,22 +212,22 @@ __device__ __forceinline__ float exp_f32_select(float x) {
   p = __fmaf_rn(p, r, 0.5f);
   p = __fmaf_rn(p, r, 1.0f);
   p = __fmaf_rn(p, r, 1.0f);
-  // e1 = floor(e / 2) (one shift) where exp_f32 truncates: p 2^e1 is exact either way (e1 >= -75),
-  // so the one rounding is the second product's, of the same p 2^e.
-  const int e = __float_as_int(big) - 0x4b400000;
-  const int e1 = e >> 1, e2 = e - e1;
-  const float y =
-      __fmul_rn(__fmul_rn(p, __int_as_float((e1 + 127) << 23)), __int_as_float((e2 + 127) << 23));
-  const float sp = x > 0.0f ? __int_as_float(0x7f800000) : (x < 0.0f ? 0.0f : x);
-  return special ? sp : y;
-}
-// exp_tile's bits with exp_f32_select, the masked positions selected too (no branch per element).
-__device__ __forceinline__ void exp_tile_select(float (&s)[4], int jt, int tq, int np0, int np1,
-                                                const float (&mx)[2]) {
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const float y = exp_f32_select(__fsub_rn(s[e], mx[e >> 1]));
-    s[e] = tile_pos(jt, tq, e) < (e < 2 ? np0 : np1) ? y : 0.0f;
+  // e1 = floor(e / 2) where exp_f32 truncates: p 2^e1 is exact either way (e1 >= -75), so the one
+  // rounding is the second product's, of the same p 2^e. The scale factors' bits straight from b
+  // (mod 2^32; 0x4b400000 << 22 is 0 there): (e1 + 127) << 23 = ((b >> 1) << 23) + (127 << 23),
+  // and (e2 + 127) << 23 = (e << 23) - (e1 << 23) + (127 << 23) = (b << 23) + (254 << 23) - X1.
+  // (Two integer multiply-adds: left to itself the compiler makes shifts, a mask and adds.)
+  const uint32_t b = __float_as_uint(big);
+  uint32_t x1, x2;
+  asm("mad.lo.u32 %0, %1, 8388608, 1065353216;" : "=r"(x1) : "r"(b >> 1));
+  asm("mad.lo.u32 %0, %1, 8388608, 2130706432;" : "=r"(x2) : "r"(b));
+  x2 -= x1;
+  const float y = __fmul_rn(__fmul_rn(p, __uint_as_float(x1)), __uint_as_float(x2));
+  if constexpr (NONPOS) {
+    return in ? y : (x < 0.0f ? 0.0f : x);
+  } else {
+    const float sp = x > 0.0f ? __int_as_float(0x7f800000) : (x < 0.0f ? 0.0f : x);
+    return in ? y : sp;
   }
 }
 
@@ -288,18 +291,5 @@ void allow_smem(int bytes) {
 // a.part_ml for attention.cu's merge; sets a.rows.
 template <int HD>
 void launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override);
-
-// The prefill walk variants (LOCKSTEP_CUDA_ATTN_WALK = old | new | new12 | new8plain | oldsel |
-// new12sel; every one gives the same bits): 1 the one-pass walk (attention.cu); the two-pass walk
-// (attention_walk.cu, head_dim <= 128) with 2: 8 warps, q in registers and pass 2 pipelined;
-// 3: 12 warps, q read from shared memory, not pipelined (168 registers); 4: 8 warps, q in
-// registers, not pipelined. 5 and 6: 1 and 3 with exp_f32_select (no branch per exp, the
-// same bits: tested on all 2^32 inputs). head_dim 256 walks in one pass (1, or 5 for 5).
-constexpr int kWalkOld = 1, kWalkNew = 2, kWalkNew12 = 3, kWalkNew8Plain = 4;
-constexpr int kWalkOldSelect = 5, kWalkNew12Select = 6;
-constexpr int kWalkDefault = kWalkOldSelect;  // fastest on the H200 (2026-11-29): 463 us vs 525 (old) per Qwen3-8B layer at 2048
-// The two-pass walk launch (attention_walk.cu), head_dim 64 or 128; sets a.rows.
-template <int HD>
-void launch_walk2(AttnArgs& a, int64_t T, int rows_override, int variant);
 
 }  // namespace lockstep::kernels::cuda::attn

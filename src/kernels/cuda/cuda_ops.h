@@ -110,13 +110,9 @@ void set_attention_rows_override(int rows);
 // launch's one-warp-per-tile kernel, 4 / 5 the decode kernel (head_dim <= 128) with the value
 // columns split over two blocks / in one block. Same bits.
 void set_attention_path_override(int path);
-// Tests and the benchmark only: the prefill walk variant, 0 = as LOCKSTEP_CUDA_ATTN_WALK says
-// (default: 1), 1 = the one-pass walk, 2 = two-pass with 8 warps (pipelined), 3 = two-pass with
-// 12 warps, 4 = two-pass with 8 warps, not pipelined, 5 / 6 = 1 / 3 with a branch-free exp
-// (head_dim <= 128; head_dim 256 walks in one pass: 5 for 5, else 1). Same bits.
-void set_attention_walk_variant(int variant);
-// Tests only: how many of the 2^32 float inputs the walks' exps (exp_f32_walk, exp_f32_select)
-// give other bits than exp_f32 for (0 expected); the smallest such input's bits in *first_bad.
+// Tests only: how many of the 2^32 float inputs the walk's branch-free exp (exp_f32_select; its
+// x <= 0 form on the inputs not > 0) gives other bits than exp_f32 for (0 expected); the
+// smallest such input's bits in *first_bad.
 uint64_t attention_exp_mismatches(uint32_t* first_bad);
 // Tests only: programmatic dependent launch (common.cuh) 0 = as LOCKSTEP_CUDA_PDL says (default
 // on), 1 = on, 2 = off. Scheduling only: the same bits either way.
