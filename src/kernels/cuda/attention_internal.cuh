@@ -202,16 +202,7 @@ __device__ __forceinline__ float exp_f32_select(float x) {
   const float xr = in ? x : 0.0f;  // NaN too
   const float big = __fadd_rn(__fmul_rn(xr, 1.44269504088896341f), 12582912.0f);
   const float n = __fsub_rn(big, 12582912.0f);
-  float r = __fmaf_rn(n, -0.693145751953125f, xr);
-  r = __fmaf_rn(n, -1.428606765330187045e-06f, r);
-  float p = 1.0f / 5040.0f;
-  p = __fmaf_rn(p, r, 1.0f / 720.0f);
-  p = __fmaf_rn(p, r, 1.0f / 120.0f);
-  p = __fmaf_rn(p, r, 1.0f / 24.0f);
-  p = __fmaf_rn(p, r, 1.0f / 6.0f);
-  p = __fmaf_rn(p, r, 0.5f);
-  p = __fmaf_rn(p, r, 1.0f);
-  p = __fmaf_rn(p, r, 1.0f);
+  const float p = exp_poly_f32(xr, n);
   // e1 = floor(e / 2) where exp_f32 truncates: p 2^e1 is exact either way (e1 >= -75), so the one
   // rounding is the second product's, of the same p 2^e. The scale factors' bits straight from b
   // (mod 2^32; 0x4b400000 << 22 is 0 there): (e1 + 127) << 23 = ((b >> 1) << 23) + (127 << 23),

@@ -75,12 +75,9 @@ inline unsigned blocks_for(int64_t n, int threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }
 
-// e^x, the same algorithm and operation order as kernels::exp_f32 (math.h).
-__device__ __forceinline__ float exp_f32(float x) {
-  if (isnan(x)) return x;
-  if (x > 88.72283935546875f) return __int_as_float(0x7f800000);
-  if (x < -103.97208f) return 0.0f;
-  const float n = rintf(__fmul_rn(x, 1.44269504088896341f));
+// The core of exp_f32 (and of the attention walk's branch-free form, exp_f32_select): r = x - n ln2
+// in two parts, then the degree-7 Taylor polynomial of e^r, in exactly kernels::exp_f32's order.
+__device__ __forceinline__ float exp_poly_f32(float x, float n) {
   float r = __fmaf_rn(n, -0.693145751953125f, x);
   r = __fmaf_rn(n, -1.428606765330187045e-06f, r);
   float p = 1.0f / 5040.0f;
@@ -90,7 +87,16 @@ __device__ __forceinline__ float exp_f32(float x) {
   p = __fmaf_rn(p, r, 1.0f / 6.0f);
   p = __fmaf_rn(p, r, 0.5f);
   p = __fmaf_rn(p, r, 1.0f);
-  p = __fmaf_rn(p, r, 1.0f);
+  return __fmaf_rn(p, r, 1.0f);
+}
+
+// e^x, the same algorithm and operation order as kernels::exp_f32 (math.h).
+__device__ __forceinline__ float exp_f32(float x) {
+  if (isnan(x)) return x;
+  if (x > 88.72283935546875f) return __int_as_float(0x7f800000);
+  if (x < -103.97208f) return 0.0f;
+  const float n = rintf(__fmul_rn(x, 1.44269504088896341f));
+  const float p = exp_poly_f32(x, n);
   const int e = static_cast<int>(n);
   const int e1 = e / 2, e2 = e - e1;
   return __fmul_rn(__fmul_rn(p, __int_as_float((e1 + 127) << 23)), __int_as_float((e2 + 127) << 23));
