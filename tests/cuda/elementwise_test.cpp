@@ -1,6 +1,8 @@
 // CUDA per-row and per-element ops against the CPU kernels, and rms_norm rows across M.
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include <cmath>
 #include <vector>
 
@@ -74,6 +76,14 @@ TEST_F(CudaTest, ActivationsMatchCpu) {
   std::vector<float> cpu(n);
   kernels::silu_mul(g.data(), u.data(), cpu.data(), n);
   expect_close(dout.to_host(), cpu, 1e-6, "silu_mul");
+  {  // n a multiple of 4: four elements a thread, the same bits as one a thread (n odd above)
+    const int64_t n4 = 100000;
+    DeviceBuffer<float> dout4(n4);
+    silu_mul(dg.get(), du.get(), dout4.get(), n4);
+    const auto one = dout.to_host(), four = dout4.to_host();
+    for (int64_t i = 0; i < n4; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(four[i]), std::bit_cast<uint32_t>(one[i])) << "element " << i;
+  }
 
   DeviceBuffer<float> dx(u);
   sigmoid_mul(dx.get(), dg.get(), n);

@@ -230,6 +230,95 @@ __global__ void __launch_bounds__(kThreads) attention_prep_kernel(const __grid_c
   }
 }
 
+// attention_prep for head_dim <= 256 (every model so far): one warp per (row, head), eight a
+// block. The block kernel above leaves half its 256 threads idle at head_dim 128 and schedules one
+// block per head (80k blocks for a 2048-token Qwen3-8B prefill, 264 us of it on an H200); here a
+// lane holds elements d = lane + 32 w (w < 8). The arithmetic is the block kernel's, element for
+// element: thread d's square fmaf(x, x, 0) goes through the same xor butterfly as warp d / 32 of
+// rms_factor (this warp's lanes are that warp's lanes), the eight warp sums are added in order by
+// lane 0 (the missing ones are the block kernel's zeros: x + 0 = x for these non-negative sums),
+// and the factor, the products and RoPE are the same expressions.
+constexpr int kPrepWarpMaxHeadDim = 256;
+__global__ void __launch_bounds__(kThreads) attention_prep_warp_kernel(const __grid_constant__ PrepArgs a,
+                                                                       int64_t n_items) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  constexpr int kW = kPrepWarpMaxHeadDim / 32;
+  __shared__ float buf[kThreads / 32][kPrepWarpMaxHeadDim];
+  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + wi;
+  if (item >= n_items) return;  // a whole warp: no block barrier below
+  const int64_t heads = a.n_heads + a.n_kv_heads;
+  const int64_t t = item / heads, j = item % heads;
+  const bool is_q = j < a.n_heads;
+  const int64_t hd = a.head_dim, rot = a.rotary_dim, half = rot / 2;
+  const int64_t head_row = is_q ? t * a.n_heads + j : t * a.n_kv_heads + (j - a.n_heads);
+  const float* src = is_q ? a.q_in + head_row * a.q_in_stride : a.k + head_row * hd;
+  float* dst = (is_q ? a.q : a.k) + head_row * hd;
+  const float* nw = is_q ? a.q_norm : a.k_norm;
+  const float* c = a.cos_sin + t * rot;
+  const float* sn = c + half;
+  const bool cache = !is_q && a.k_cache;
+  const int64_t at = cache ? static_cast<int64_t>(a.slots[t]) * a.n_kv_heads * hd +
+                                 (j - a.n_heads) * hd
+                           : 0;
+  // Every load before any store (src may be dst), as in the block kernel.
+  float xv[kW], wv[kW], cv[kW], sv[kW], vv[kW];
+#pragma unroll
+  for (int w = 0; w < kW; ++w) {
+    const int64_t d = lane + 32 * w;
+    const bool in = d < hd;
+    const int64_t ci = d < half ? d : d - half;
+    xv[w] = in ? src[d] : 0.0f;
+    wv[w] = in && nw ? nw[d] : 0.0f;
+    cv[w] = in && d < rot ? c[ci] : 0.0f;
+    sv[w] = in && d < rot ? sn[ci] : 0.0f;
+    vv[w] = in && cache ? a.v[head_row * hd + d] : 0.0f;
+  }
+  if (nw) {
+    float part[kW];
+#pragma unroll
+    for (int w = 0; w < kW; ++w) {
+      float s = lane + 32 * w < hd ? __fmaf_rn(xv[w], xv[w], 0.0f) : 0.0f;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
+      part[w] = s;  // lane 0's is the sum rms_factor's warp w hands on
+    }
+    float total = part[0];
+#pragma unroll
+    for (int w = 1; w < kW; ++w) total = __fadd_rn(total, part[w]);
+    total = __shfl_sync(0xffffffffu, total, 0);
+    const float r =
+        __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(hd)), a.eps)));
+#pragma unroll
+    for (int w = 0; w < kW; ++w)
+      xv[w] = __fmul_rn(__fmul_rn(xv[w], r), a.zero_centered ? __fadd_rn(1.0f, wv[w]) : wv[w]);
+  }
+  float* b = buf[wi];
+#pragma unroll
+  for (int w = 0; w < kW; ++w)
+    if (lane + 32 * w < hd) b[lane + 32 * w] = xv[w];
+  __syncwarp();
+#pragma unroll
+  for (int w = 0; w < kW; ++w) {
+    const int64_t d = lane + 32 * w;
+    if (d >= hd) continue;
+    float o;
+    if (d < half) {
+      o = __fsub_rn(__fmul_rn(xv[w], cv[w]), __fmul_rn(b[d + half], sv[w]));
+    } else if (d < rot) {
+      o = __fadd_rn(__fmul_rn(xv[w], cv[w]), __fmul_rn(b[d - half], sv[w]));
+    } else {
+      o = xv[w];
+    }
+    dst[d] = o;
+    if (cache) {
+      a.k_cache[at + d] = bf16_rne(o);
+      a.v_cache[at + d] = bf16_rne(vv[w]);
+    }
+  }
+}
+
 __global__ void rope_kernel(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
                             const float* __restrict__ cos_sin) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
@@ -246,11 +335,23 @@ __global__ void rope_kernel(float* x, int64_t M, int64_t heads, int64_t head_dim
   v[j + half] = __fadd_rn(__fmul_rn(b, c[j]), __fmul_rn(a, s[j]));
 }
 
+// Four elements a thread when n and the pointers allow 16-byte accesses (prefill: 2048 x 12288
+// elements, where one element a thread reached half the copy bandwidth), else one.
+template <int V>
 __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __fmul_rn(silu_f32(gate[i]), up[i]);
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  if (i >= n) return;
+  if constexpr (V == 4) {
+    const float4 g = *reinterpret_cast<const float4*>(gate + i);
+    const float4 u = *reinterpret_cast<const float4*>(up + i);
+    *reinterpret_cast<float4*>(out + i) =
+        make_float4(__fmul_rn(silu_f32(g.x), u.x), __fmul_rn(silu_f32(g.y), u.y),
+                    __fmul_rn(silu_f32(g.z), u.z), __fmul_rn(silu_f32(g.w), u.w));
+  } else {
+    out[i] = __fmul_rn(silu_f32(gate[i]), up[i]);
+  }
 }
 
 __global__ void add_kernel(float* x, const float* delta, int64_t n) {
@@ -334,8 +435,14 @@ void attention_prep(const AttentionPrep& p, const KvLayerView& kv) {
              p.q_norm, p.k_norm, p.eps, p.zero_centered, p.cos_sin, p.slots,
              static_cast<uint16_t*>(const_cast<void*>(kv.k)),
              static_cast<uint16_t*>(const_cast<void*>(kv.v))};
-  const int64_t blocks = p.T * (p.n_heads + nkv);
-  launch("attention_prep_kernel", attention_prep_kernel, static_cast<unsigned>(blocks), kThreads, 0, a);
+  const int64_t items = p.T * (p.n_heads + nkv);
+  if (hd <= kPrepWarpMaxHeadDim) {
+    const int64_t blocks = (items + kThreads / 32 - 1) / (kThreads / 32);
+    launch("attention_prep_warp_kernel", attention_prep_warp_kernel, static_cast<unsigned>(blocks),
+           kThreads, 0, a, items);
+    return;
+  }
+  launch("attention_prep_kernel", attention_prep_kernel, static_cast<unsigned>(items), kThreads, 0, a);
 }
 
 void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
@@ -349,7 +456,12 @@ void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_d
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   if (n <= 0) return;
-  launch("silu_mul_kernel", silu_mul_kernel, blocks_for(n, kThreads), kThreads, 0, gate, up, out, n);
+  const bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(gate) | reinterpret_cast<uintptr_t>(up) |
+                                   reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+  if (vec)
+    launch("silu_mul_kernel", silu_mul_kernel<4>, blocks_for(n / 4, kThreads), kThreads, 0, gate, up, out, n);
+  else
+    launch("silu_mul_kernel", silu_mul_kernel<1>, blocks_for(n, kThreads), kThreads, 0, gate, up, out, n);
 }
 
 void add(float* x, const float* delta, int64_t n) {
