@@ -221,7 +221,7 @@ TEST_F(CudaTest, AttentionPrepIsNormRopeKvWrite) {
   check_prep({8, 2, 256, 64, true, true, true});       // Qwen3.5: gated, partial rotary, (1 + w)
   check_prep({4, 4, 64, 32, false, true, true});
   check_prep({2, 1, 80, 0, false, true, false});       // no rotary dims at all
-  check_prep({4, 2, 512, 128, false, true, false});    // past the warp kernel: the block kernel
+  check_prep({4, 2, 512, 128, false, true, false});    // past the fused kernel: the op loop
   check_prep({2, 2, 1536, 64, false, true, false});    // past the fused kernel: the op loop
 }
 

@@ -134,12 +134,11 @@ void launch_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const f
   else launch("rms_norm_kernel", rms_norm_kernel<0, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
 }
 
-// attention_prep (cuda_ops.h): one block of 256 threads per (row, head), q heads then k heads. The
-// head is read once (from q_in's stride for q) into registers, normalised with rms_norm's exact
-// schedule when it has a norm weight, shared through shared memory for RoPE's pairs, then each
-// element is rotated as the rope kernel does it and written; k heads also go to their cache slot
-// (BF16, kv_write's rounding), with their v.
-constexpr int kPrepMaxHeadDim = 1024;
+// attention_prep (cuda_ops.h), fused: each (row, head), q heads then k heads, is read once (from
+// q_in's stride for q) into registers, normalised with rms_norm's exact schedule when it has a
+// norm weight, shared through shared memory for RoPE's pairs, then each element is rotated as the
+// rope kernel does it and written; k heads also go to their cache slot (BF16, kv_write's
+// rounding), with their v.
 struct PrepArgs {
   const float* q_in;
   int64_t q_in_stride;
@@ -157,87 +156,15 @@ struct PrepArgs {
   uint16_t* v_cache;
 };
 
-__global__ void __launch_bounds__(kThreads) attention_prep_kernel(const __grid_constant__ PrepArgs a) {
-  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
-  pdl_wait();
-  constexpr int kPer = kPrepMaxHeadDim / kThreads;  // elements per thread, d = tid + 256 i
-  __shared__ float buf[kPrepMaxHeadDim];
-  const int64_t heads = a.n_heads + a.n_kv_heads;
-  const int64_t t = blockIdx.x / heads, j = blockIdx.x % heads;
-  const bool is_q = j < a.n_heads;
-  const int64_t hd = a.head_dim, rot = a.rotary_dim, half = rot / 2;
-  const int64_t head_row = is_q ? t * a.n_heads + j : t * a.n_kv_heads + (j - a.n_heads);
-  const float* src = is_q ? a.q_in + head_row * a.q_in_stride : a.k + head_row * hd;
-  float* dst = (is_q ? a.q : a.k) + head_row * hd;
-  const float* nw = is_q ? a.q_norm : a.k_norm;
-  const float* c = a.cos_sin + t * rot;
-  const float* sn = c + half;
-  const bool cache = !is_q && a.k_cache;
-  const int tid = threadIdx.x;
-  // Every load first (the head, its norm weights, cos/sin, the cache slot and v), before any store:
-  // src may be dst, so later loads could not move above the stores, and each would wait a round
-  // trip to memory.
-  float xv[kPer], wv[kPer], cv[kPer], sv[kPer], vv[kPer];
-  const int64_t at = cache ? static_cast<int64_t>(a.slots[t]) * a.n_kv_heads * hd +
-                                 (j - a.n_heads) * hd
-                           : 0;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
-    const bool in = d < hd;
-    const int64_t ci = d < half ? d : d - half;  // cos/sin index of a rotated element
-    xv[i] = in ? src[d] : 0.0f;
-    wv[i] = in && nw ? nw[d] : 0.0f;
-    cv[i] = in && d < rot ? c[ci] : 0.0f;
-    sv[i] = in && d < rot ? sn[ci] : 0.0f;
-    vv[i] = in && cache ? a.v[head_row * hd + d] : 0.0f;
-  }
-  if (nw) {  // the same for the whole block; rms_norm's schedule and per-element products
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-      if (tid + static_cast<int64_t>(i) * kThreads < hd) s = __fmaf_rn(xv[i], xv[i], s);
-    const float r = rms_factor(s, hd, a.eps);
-#pragma unroll
-    for (int i = 0; i < kPer; ++i)
-      xv[i] = __fmul_rn(__fmul_rn(xv[i], r), a.zero_centered ? __fadd_rn(1.0f, wv[i]) : wv[i]);
-  }
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
-    if (d < hd) buf[d] = xv[i];
-  }
-  __syncthreads();
-  // RoPE as the rope kernel computes it: element d < half from (x[d], x[d + half]), element
-  // half <= d < rot from (x[d - half], x[d]); the rest unchanged.
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
-    if (d >= hd) continue;
-    float o;
-    if (d < half) {
-      o = __fsub_rn(__fmul_rn(xv[i], cv[i]), __fmul_rn(buf[d + half], sv[i]));
-    } else if (d < rot) {
-      o = __fadd_rn(__fmul_rn(xv[i], cv[i]), __fmul_rn(buf[d - half], sv[i]));
-    } else {
-      o = xv[i];
-    }
-    dst[d] = o;
-    if (cache) {
-      a.k_cache[at + d] = bf16_rne(o);
-      a.v_cache[at + d] = bf16_rne(vv[i]);
-    }
-  }
-}
-
-// attention_prep for head_dim <= 256 (every model so far): one warp per (row, head), eight a
-// block. The block kernel above leaves half its 256 threads idle at head_dim 128 and schedules one
-// block per head (80k blocks for a 2048-token Qwen3-8B prefill, 264 us of it on an H200); here a
-// lane holds elements d = lane + 32 w (w < 8). The arithmetic is the block kernel's, element for
-// element: thread d's square fmaf(x, x, 0) goes through the same xor butterfly as warp d / 32 of
-// rms_factor (this warp's lanes are that warp's lanes), the eight warp sums are added in order by
-// lane 0 (the missing ones are the block kernel's zeros: x + 0 = x for these non-negative sums),
-// and the factor, the products and RoPE are the same expressions.
+// One warp per (row, head), eight a block, head_dim <= 256 (every model so far; larger heads run
+// the ops one by one, attention_prep below). A 256-thread block per head left half its threads
+// idle at head_dim 128 and scheduled 80k blocks for a 2048-token Qwen3-8B prefill (264 us of it
+// on an H200, 83 us this way). A lane holds elements d = lane + 32 w (w < 8). The norm is
+// rms_norm's (rms_factor's) schedule, element for element: d's square fmaf(x, x, 0) goes through
+// the xor butterfly of rms_factor's warp d / 32 (this warp's lanes are that warp's lanes), and the
+// warp sums are added in order as its thread 0 adds them (its warps past head_dim add zeros:
+// x + 0 = x for these non-negative sums); the factor, the products and RoPE are the same
+// expressions.
 constexpr int kPrepWarpMaxHeadDim = 256;
 __global__ void __launch_bounds__(kThreads) attention_prep_warp_kernel(const __grid_constant__ PrepArgs a,
                                                                        int64_t n_items) {
@@ -419,7 +346,7 @@ void attention_prep(const AttentionPrep& p, const KvLayerView& kv) {
          hd);
   if (kv.k && kv.dtype != kKvDtype) fail("CUDA attention_prep: the KV cache must be BF16");
   if (p.T <= 0) return;
-  if (hd > kPrepMaxHeadDim || (p.q_in != p.q && p.q_in_stride < hd)) {
+  if (hd > kPrepWarpMaxHeadDim || (p.q_in != p.q && p.q_in_stride < hd)) {
     // Outside the fused kernel's reach: the same ops one by one.
     if (p.q_in != p.q) copy_2d(p.q, hd, p.q_in, p.q_in_stride, p.T * p.n_heads, hd);
     if (p.q_norm) rms_norm(p.q, p.T * p.n_heads, hd, p.q_norm, p.eps, p.zero_centered, p.q);
@@ -436,13 +363,9 @@ void attention_prep(const AttentionPrep& p, const KvLayerView& kv) {
              static_cast<uint16_t*>(const_cast<void*>(kv.k)),
              static_cast<uint16_t*>(const_cast<void*>(kv.v))};
   const int64_t items = p.T * (p.n_heads + nkv);
-  if (hd <= kPrepWarpMaxHeadDim) {
-    const int64_t blocks = (items + kThreads / 32 - 1) / (kThreads / 32);
-    launch("attention_prep_warp_kernel", attention_prep_warp_kernel, static_cast<unsigned>(blocks),
-           kThreads, 0, a, items);
-    return;
-  }
-  launch("attention_prep_kernel", attention_prep_kernel, static_cast<unsigned>(items), kThreads, 0, a);
+  const int64_t blocks = (items + kThreads / 32 - 1) / (kThreads / 32);
+  launch("attention_prep_warp_kernel", attention_prep_warp_kernel, static_cast<unsigned>(blocks),
+         kThreads, 0, a, items);
 }
 
 void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
