@@ -57,6 +57,16 @@ if [ "${SANITIZE:-0}" = 1 ] && [ -x "$carry/bin/cuda_tests" ] && command -v comp
     rc=$?
     note "compute-sanitizer $tool (rc $rc): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_$tool.log" | tail -1)"
   done
+  # Does racecheck report a correct bar.arrive / bar.sync hand-off (the warp-specialized
+  # quantized kernel's protocol)? tools/cuda/barrier_race_probe.cu, built here.
+  if command -v nvcc >/dev/null &&
+    nvcc -O3 -arch=sm_90 tools/cuda/barrier_race_probe.cu -o "$work/barrier_probe" >/dev/null 2>&1; then
+    for sync in 0 1; do
+      PROBE_SYNC=$sync timeout 60 compute-sanitizer --tool racecheck "$work/barrier_probe" \
+        >"$out/sanitize_probe_$sync.log" 2>&1
+      note "racecheck probe ($([ $sync = 1 ] && echo __syncthreads || echo bar.arrive/bar.sync)): $(grep -E '^probe' "$out/sanitize_probe_$sync.log" | head -1); $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/sanitize_probe_$sync.log" | tail -1)"
+    done
+  fi
 fi
 
 # 1. The shipped dense model (qwen3, 8k vocab) as target, its own 4-bit quantization as the draft
