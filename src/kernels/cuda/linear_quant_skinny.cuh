@@ -21,14 +21,12 @@
 
 namespace lockstep::kernels::cuda::lin {
 
-using QkBig = SkCfg<2, 128, 6, 2>;
-using QkSmall = SkCfg<2, 64, 4, 2>;
 using QkWide = SkCfg<2, 64, 4, 1>;  // bf16 x, M 17..64: 8 MT token columns of fragments spill at 128
 
 template <typename CF>
 struct IsWs : std::false_type {};
-template <int A, int B, int C, int D, int E, int F, int G>
-struct IsWs<QwCfg<A, B, C, D, E, F, G>> : std::true_type {};
+template <int A, int B, int C, int D, int E, int F>
+struct IsWs<QwCfg<A, B, C, D, E, F>> : std::true_type {};
 
 template <int MT, bool XF32, typename CF, int QB>
 bool quant_launch_s(const Group& g, const void* x, int M, int K, int S, const SkQuant& q) {
@@ -48,26 +46,21 @@ bool quant_launch_s(const Group& g, const void* x, int M, int K, int S, const Sk
 
 // The M <= 16 configs. SkCfg<WR, BK, STAGES, DQ>: linear_skinny (dequant and MMAs alternate
 // around one barrier a stage); QwCfg<WR, BK, STAGES, PW, T>: linear_skinny_ws (PW producer warps
-// a piece, T BF16 tiles between them and the MMA warps).
-#define LOCKSTEP_QUANT_CFGS(X)                                     \
-  X(1, (SkCfg<2, 128, 6, 2>), "sk r32 k128 s6 dq2 (old big)")      \
-  X(2, (SkCfg<2, 64, 4, 2>), "sk r32 k64 s4 dq2 (old small)")      \
-  X(3, (SkCfg<1, 128, 8, 2>), "sk r16 k128 s8 dq2")                \
-  X(4, (SkCfg<1, 128, 12, 2>), "sk r16 k128 s12 dq2")              \
-  X(5, (QwCfg<1, 128, 8, 2, 2, 0>), "ws r16 k128 s8 pw2 t2 plain") \
-  X(6, (QwCfg<1, 128, 8, 2, 2>), "ws r16 k128 s8 pw2 t2")          \
-  X(7, (QwCfg<1, 128, 6, 1, 2>), "ws r16 k128 s6 pw1 t2")          \
-  X(8, (QwCfg<2, 128, 6, 2, 2>), "ws r32 k128 s6 pw2 t2")          \
-  X(9, (QwCfg<1, 256, 5, 2, 2>), "ws r16 k256 s5 pw2 t2")          \
-  X(10, (QwCfg<1, 64, 12, 1, 3>), "ws r16 k64 s12 pw1 t3")         \
-  X(11, (QwCfg<1, 128, 12, 2, 3>), "ws r16 k128 s12 pw2 t3")       \
-  X(12, (QwCfg<4, 64, 8, 4, 2>), "ws r64 k64 s8 pw4 t2")           \
-  X(13, (QwCfg<1, 256, 8, 2, 3>), "ws r16 k256 s8 pw2 t3")         \
-  X(14, (QwCfg<1, 128, 8, 4, 2>), "ws r16 k128 s8 pw4 t2")         \
-  X(15, (QwCfg<1, 64, 8, 1, 2>), "ws r16 k64 s8 pw1 t2")           \
-  X(16, (QwCfg<2, 128, 8, 4, 2>), "ws r32 k128 s8 pw4 t2")         \
-  X(17, (QwCfg<1, 64, 16, 2, 3>), "ws r16 k64 s16 pw2 t3")
-constexpr int kQuantCfgs = 17;
+// a piece, T BF16 tiles between them and the MMA warps). 1 and 2 are the fallbacks (they fit every
+// shape's shared memory); 3-8 are the ones quant_cfg_rule picks. Nine more were measured in the
+// H200 sweep that set the rule and won nowhere (12 or 16 stages, 3 tiles, 64-row blocks, 64 k
+// with the warp-specialized kernel, the plain dequant form): removed, so the build does not carry
+// 100-odd kernels no shape runs (f5520af has them, to sweep again).
+#define LOCKSTEP_QUANT_CFGS(X)                                \
+  X(1, (SkCfg<2, 128, 6, 2>), "sk r32 k128 s6 dq2 (old big)") \
+  X(2, (SkCfg<2, 64, 4, 2>), "sk r32 k64 s4 dq2 (old small)") \
+  X(3, (QwCfg<1, 128, 8, 2, 2>), "ws r16 k128 s8 pw2 t2")     \
+  X(4, (QwCfg<1, 128, 6, 1, 2>), "ws r16 k128 s6 pw1 t2")     \
+  X(5, (QwCfg<2, 128, 6, 2, 2>), "ws r32 k128 s6 pw2 t2")     \
+  X(6, (QwCfg<1, 256, 5, 2, 2>), "ws r16 k256 s5 pw2 t2")     \
+  X(7, (QwCfg<1, 128, 8, 4, 2>), "ws r16 k128 s8 pw4 t2")     \
+  X(8, (QwCfg<2, 128, 8, 4, 2>), "ws r32 k128 s8 pw4 t2")
+constexpr int kQuantCfgs = 8;
 
 template <typename CF, int QB>
 bool quant_cfg_launch(const Group& g, const float* x, int M, int K, int S, const SkQuant& q) {
@@ -91,22 +84,24 @@ bool quant_cfg_run(int c, const Group& g, const float* x, int M, int K, int S, c
 
 // The default config for M <= 16 by shape: the fastest one on an H200 (cuda_bench linear-quant,
 // tools/cuda/quantfast_on_device.sh; Qwen3-8B decode shapes, group 64, BF16 pairs, at M = 1, 4
-// (standing for 2..8) and 16 (9..16)). What decided it, per Qwen3-8B shape, us at M = 1 (old c1):
-//   S = 1 (lm_head 151936x4096):  8-bit c9 311 (359), 4-bit c8 252 (350); M > 1: c8
-//   S = 2 (gate/up 12288x4096):   8-bit c9 29.9 (37.2), 4-bit c7 24.6 (36.1); M > 8: c16
-//   S = 4, N <= 1024 (k/v):       8-bit c9 5.0 (11.6), 4-bit c6 5.6 (11.5); M > 8: c14
-//   S = 4, K >= 8192 (down):      8-bit c9 30.2 (34.1), 4-bit c7 24.6 (33.4); M > 8: c2 / c8
-//   S = 4, other (q/o 4096x4096): 8-bit c7 11.3 (12.8; M 2..8: c8), 4-bit c7 9.1 (12.5);
-//                                 M > 8: c2 / c8
+// (standing for 2..8) and 16 (9..16)). What decided it, per Qwen3-8B shape, us at M = 1 (config
+// 1 in brackets; the numbers are today's, the sweep's were c9 -> 6, c7 -> 4, c8 -> 5, c6 -> 3,
+// c14 -> 7, c16 -> 8):
+//   S = 1 (lm_head 151936x4096):  8-bit c6 311 (359), 4-bit c5 252 (350); M > 1: c5
+//   S = 2 (gate/up 12288x4096):   8-bit c6 29.9 (37.2), 4-bit c4 24.6 (36.1); M > 8: c8
+//   S = 4, N <= 1024 (k/v):       8-bit c6 5.0 (11.6), 4-bit c3 5.6 (11.5); M > 8: c7
+//   S = 4, K >= 8192 (down):      8-bit c6 30.2 (34.1), 4-bit c4 24.6 (33.4); M > 8: c2 / c5
+//   S = 4, other (q/o 4096x4096): 8-bit c4 11.3 (12.8; M 2..8: c5), 4-bit c4 9.1 (12.5);
+//                                 M > 8: c2 / c5
 // Speed only: every config gives the same bits.
 inline int quant_cfg_rule(int QB, int M, int N, int K, int S) {
   const bool m8 = M <= 8;
-  if (S == 1) return QB == 8 && M == 1 ? 9 : 8;
-  if (S == 2) return m8 ? (QB == 8 ? 9 : 7) : 16;
-  if (N <= 1024) return m8 ? (QB == 8 ? 9 : 6) : 14;
-  if (K >= 8192) return m8 ? (QB == 8 ? 9 : 7) : (QB == 8 ? 2 : 8);
-  if (QB == 8) return M == 1 ? 7 : (m8 ? 8 : 2);
-  return m8 ? 7 : 8;
+  if (S == 1) return QB == 8 && M == 1 ? 6 : 5;
+  if (S == 2) return m8 ? (QB == 8 ? 6 : 4) : 8;
+  if (N <= 1024) return m8 ? (QB == 8 ? 6 : 3) : 7;
+  if (K >= 8192) return m8 ? (QB == 8 ? 6 : 4) : (QB == 8 ? 2 : 5);
+  if (QB == 8) return M == 1 ? 4 : (m8 ? 5 : 2);
+  return m8 ? 4 : 5;
 }
 
 // One quantized weight (g holds it alone; its codes as g's weight pointer) against x, M <= 64.

@@ -20,12 +20,12 @@
 
 namespace lockstep::kernels::cuda::lin {
 
-// FAST: dequantize with dequant8_shifted where shift_bias allows it (per pair, so per 16 or 32
-// elements), else with dequant8; the same bits either way.
-template <int WR_, int BK_, int STAGES_, int PW_, int T_, int FAST_ = 1, int XS_ = 3>
+// Producers dequantize with dequant8_shifted where shift_bias allows it (per pair, so per 16 or
+// 32 elements), else with dequant8; the same bits either way (the plain form alone measured 2-5%
+// slower).
+template <int WR_, int BK_, int STAGES_, int PW_, int T_, int XS_ = 3>
 struct QwCfg {
-  static constexpr int WR = WR_, BK = BK_, STAGES = STAGES_, PW = PW_, T = T_, FAST = FAST_,
-                       XS = XS_;
+  static constexpr int WR = WR_, BK = BK_, STAGES = STAGES_, PW = PW_, T = T_, XS = XS_;
 };
 
 template <int MT, int S, typename CF, int QB>
@@ -177,15 +177,11 @@ __global__ void __launch_bounds__(Qw<MT, S, CF, QB>::kThreads, Qw<MT, S, CF, QB>
           auto slow = [&](uint32_t lo, uint32_t hi, float bb) {
             return dequant8<QB>(lo, hi, s, bb);
           };
-          if constexpr (CF::FAST != 0) {
-            float c;
-            if (shift_bias<QB>(s, b, p >> 16, c)) {
-              put([&](uint32_t lo, uint32_t hi, float c2) {
-                return dequant8_shifted<QB>(lo, hi, s, c2);
-              }, c);
-            } else {
-              put(slow, b);
-            }
+          float c;
+          if (shift_bias<QB>(s, b, p >> 16, c)) {
+            put([&](uint32_t lo, uint32_t hi, float c2) {
+              return dequant8_shifted<QB>(lo, hi, s, c2);
+            }, c);
           } else {
             put(slow, b);
           }
