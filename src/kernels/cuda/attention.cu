@@ -529,6 +529,7 @@ __global__ void exp_mismatch_kernel(uint64_t begin, uint64_t end, unsigned long 
 
 int rows_override = 0;  // testing::set_attention_rows_override
 int path_override = 0;  // testing::set_attention_path_override
+
 template <int HD>
 void run(AttnArgs a, int64_t T) {
   constexpr int kWalkWarps = Geo<HD>::kWalkWarps;
@@ -562,8 +563,7 @@ void run(AttnArgs a, int64_t T) {
     a.rows = rows_override > 0 ? std::min(rows_override, rmax)
                                : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
     const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
-    launch("attn_walk", attn_walk<HD>,
-           static_cast<unsigned>(blocks), kWalkWarps * 32, kWalkSmem, a);
+    launch("attn_walk", attn_walk<HD>, static_cast<unsigned>(blocks), kWalkWarps * 32, kWalkSmem, a);
   }
 }
 

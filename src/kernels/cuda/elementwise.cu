@@ -32,6 +32,19 @@ __global__ void embedding_kernel(const uint16_t* __restrict__ table, const int32
   out[i] = __uint_as_float(bits);
 }
 
+// The xor butterfly of one warp (offsets 16, 8, 4, 2, 1): every lane ends with a sum, lane 0's is
+// the one rms_factor keeps.
+__device__ __forceinline__ float warp_xor_sum(float s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
+  return s;
+}
+
+// 1 / sqrt(sum / D + eps): the norm factor from a row's sum of squares.
+__device__ __forceinline__ float rms_from_sum(float total, int64_t D, float eps) {
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(D)), eps)));
+}
+
 // The one row reduction of every RMSNorm here (blocks of 256 threads): s is this thread's sum of
 // x[d]^2 over d = i, i + 256, ... (fmaf, in that order); a xor butterfly per warp, then warps
 // 0..7 added in order by thread 0. Returns 1 / sqrt(sum / D + eps) to every thread. The order is
@@ -39,15 +52,14 @@ __global__ void embedding_kernel(const uint16_t* __restrict__ table, const int32
 __device__ __forceinline__ float rms_factor(float s, int64_t D, float eps) {
   __shared__ float part[kThreads / 32];
   __shared__ float factor;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
+  s = warp_xor_sum(s);
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
   __syncthreads();
   if (threadIdx.x == 0) {
     float total = part[0];
 #pragma unroll
     for (int i = 1; i < kThreads / 32; ++i) total = __fadd_rn(total, part[i]);
-    factor = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(D)), eps)));
+    factor = rms_from_sum(total, D, eps);
   }
   __syncthreads();
   return factor;
@@ -206,17 +218,14 @@ __global__ void __launch_bounds__(kThreads) attention_prep_warp_kernel(const __g
     float part[kW];
 #pragma unroll
     for (int w = 0; w < kW; ++w) {
-      float s = lane + 32 * w < hd ? __fmaf_rn(xv[w], xv[w], 0.0f) : 0.0f;
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
-      part[w] = s;  // lane 0's is the sum rms_factor's warp w hands on
+      // lane 0's is the sum rms_factor's warp w hands on
+      part[w] = warp_xor_sum(lane + 32 * w < hd ? __fmaf_rn(xv[w], xv[w], 0.0f) : 0.0f);
     }
     float total = part[0];
 #pragma unroll
     for (int w = 1; w < kW; ++w) total = __fadd_rn(total, part[w]);
     total = __shfl_sync(0xffffffffu, total, 0);
-    const float r =
-        __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(hd)), a.eps)));
+    const float r = rms_from_sum(total, hd, a.eps);
 #pragma unroll
     for (int w = 0; w < kW; ++w)
       xv[w] = __fmul_rn(__fmul_rn(xv[w], r), a.zero_centered ? __fadd_rn(1.0f, wv[w]) : wv[w]);
