@@ -7,6 +7,7 @@
 #     full (default): everything; quick: op tests, shipped-model gates and agreement;
 #     check: everything but the benchmarks; gates: op tests and every gate
 #   RANDOM_GATE_TOKENS (default 32): tokens per generation in the random-checkpoint gates
+#   SKIP_OP_TESTS=1: leave out the op tests (a caller ran them already)
 #   SANITIZE=1: also the op tests under compute-sanitizer memcheck and racecheck (SANITIZE_FILTER,
 #   SANITIZE_TOOLS, SANITIZE_TIMEOUT seconds per tool)
 set -uo pipefail
@@ -38,7 +39,7 @@ nvidia-smi -L | tee -a "$summary"
 "$bin" --version 2>/dev/null | head -1
 
 # 0. The GPU op tests (tests/cuda, when packed): per-op invariance and accuracy on the GPU.
-if [ -x "$carry/bin/run-cuda_tests" ]; then
+if [ -x "$carry/bin/run-cuda_tests" ] && [ "${SKIP_OP_TESTS:-0}" != 1 ]; then
   stamp "cuda_tests"
   timeout 240 "$carry/bin/run-cuda_tests" >"$out/cuda_tests.log" 2>&1
   note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests.log" | tr '\n' ' ')"
@@ -59,10 +60,11 @@ if [ "${SANITIZE:-0}" = 1 ] && [ -x "$carry/bin/cuda_tests" ] && command -v comp
   done
   # Does racecheck report a correct bar.arrive / bar.sync hand-off (the warp-specialized
   # quantized kernel's protocol)? tools/cuda/barrier_race_probe.cu, built here.
-  if command -v nvcc >/dev/null &&
-    nvcc -O3 -arch=sm_90 tools/cuda/barrier_race_probe.cu -o "$work/barrier_probe" >/dev/null 2>&1; then
+  probe="$carry/bin/barrier_probe"  # packed by pack_engine.sh; else built here
+  if [ -x "$probe" ] || { probe="$work/barrier_probe" && command -v nvcc >/dev/null &&
+    nvcc -O3 -arch=sm_90 tools/cuda/barrier_race_probe.cu -o "$probe" >/dev/null 2>&1; }; then
     for sync in 0 1; do
-      PROBE_SYNC=$sync timeout 60 compute-sanitizer --tool racecheck "$work/barrier_probe" \
+      PROBE_SYNC=$sync timeout 60 compute-sanitizer --tool racecheck "$probe" \
         >"$out/sanitize_probe_$sync.log" 2>&1
       note "racecheck probe ($([ $sync = 1 ] && echo __syncthreads || echo bar.arrive/bar.sync)): $(grep -E '^probe' "$out/sanitize_probe_$sync.log" | head -1); $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/sanitize_probe_$sync.log" | tail -1)"
     done

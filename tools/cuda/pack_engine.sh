@@ -17,8 +17,16 @@ out="${PACK_OUT:-$root/.cuda-carry-engine}"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build/lockstep" "$out/bin/"
-# The GPU op tests too, when that build has them (-DLOCKSTEP_TESTS=ON, target cuda_tests).
-[ -x "$build/tests/cuda_tests" ] && cp "$build/tests/cuda_tests" "$out/bin/"
+# The GPU op tests and kernel benchmarks too, when that build has them (-DLOCKSTEP_TESTS=ON).
+for b in cuda_tests cuda_bench; do
+  if [ -x "$build/tests/$b" ]; then cp "$build/tests/$b" "$out/bin/"; fi
+done
+# The named-barrier racecheck probe (engine_on_device.sh SANITIZE=1, decode_ab_on_device.sh),
+# built here: the GPU machine need not have nvcc.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O3 -arch=sm_90 \
+    "$root/tools/cuda/barrier_race_probe.cu" -o "$out/bin/barrier_probe"
+fi
 ldd "$build/lockstep" | awk '/=> \// {print $1, $3}' | while read -r name path; do
   case "$name" in
     libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
