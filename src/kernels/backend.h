@@ -81,6 +81,13 @@ struct DeltaNetSpan {
   float* delta_state;
   int32_t first, n;
 };
+// One contiguous copy of `bytes` bytes between two arrays in the backend's memory
+// (Backend::copy_spans).
+struct CopySpan {
+  void* dst;
+  const void* src;
+  int64_t bytes;
+};
 
 // The attention block's per-head preparation of one call (Backend::attention_prep): q and k
 // [T][heads][head_dim] (head_dim, n_kv_heads from the KV view), in the backend's memory.
@@ -199,6 +206,11 @@ class Backend {
   // dst[r][0..cols) = src[r][0..cols) for r < rows; strides in floats.
   virtual void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                        int64_t rows, int64_t cols) = 0;
+  // Every span's bytes from its src to its dst (plain copies; no two spans' dst may overlap).
+  // `spans` [n] is in the backend's memory, so the addresses are data, not arguments: a recorded
+  // step can copy into per-sequence buffers (rollback data) whichever sequences the batch holds,
+  // as deltanet_step's spans name their states. max_bytes >= every span's bytes (a launch bound).
+  virtual void copy_spans(const CopySpan* spans, int64_t n, int64_t max_bytes) = 0;
 
   // Gated DeltaNet: every span's tokens, in order, through the per-token step of
   // kernels/gated_delta.h (conv + SiLU, l2-normalised q/k, gates, the delta rule per value head).

@@ -23,7 +23,8 @@
 // launch and weight prefetch overlap the previous kernel's tail; scheduling only, the same bits);
 // LOCKSTEP_CUDA_PDL=0 turns it off. The profiler's events and hold kernel sit between ops, so
 // profiled ops run without it. LOCKSTEP_CUDA_GRAPH_STATS=1 prints each recorded graph's nodes,
-// edges and programmatic (kernel -> kernel PDL) edges.
+// edges and programmatic (kernel -> kernel PDL) edges, and at exit how many steps of each key ran
+// eagerly, were recorded and were replayed.
 #ifdef LOCKSTEP_HAVE_CUDA
 
 #include <sys/mman.h>
@@ -34,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -293,6 +295,8 @@ class CudaBackend final : public Backend {
     // placed (what a user with the memory to spare may want for speed).
     const char* q = std::getenv("LOCKSTEP_CUDA_QUANT");
     quant_on_gpu_ = !(q && std::string(q) == "0");
+    const char* stats = std::getenv("LOCKSTEP_CUDA_GRAPH_STATS");
+    tally_wanted_ = stats && *stats && std::string(stats) != "0";
     if (OpProfile::wanted()) {  // times ops one by one: eager only
       prof_ = std::make_unique<OpProfile>();
       graphs_enabled_ = false;
@@ -300,6 +304,10 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     prof_.reset();  // prints its table
+    for (const auto& [key, t] : tally_)
+      std::fprintf(stderr, "lockstep cuda steps %s: %lld eager, %lld recorded, %lld replayed\n",
+                   key.empty() ? "(no key)" : key.c_str(), static_cast<long long>(t.eager),
+                   static_cast<long long>(t.recorded), static_cast<long long>(t.replayed));
     cuda::synchronize();
     drop_graphs();
     if (arena_) cuda::free_device(arena_);
@@ -365,11 +373,22 @@ class CudaBackend final : public Backend {
     OpScope t(prof_.get(), "copy");
     cuda::copy(dst, src, bytes);
   }
+  // The addresses are in `spans` (device memory, uploaded by the step): only the table's own
+  // address is an argument, so a replay serves whichever sequences the batch holds.
+  void copy_spans(const CopySpan* spans, int64_t n, int64_t max_bytes) override {
+    if (n <= 0 || skip(Trace() << 28 << spans << n << max_bytes)) return;
+    OpScope t(prof_.get(), "copy_spans");
+    cuda::copy_spans(spans, n, max_bytes);
+  }
 
   void begin_step(const std::string& key) override {
     LOCKSTEP_CHECK(mode_ == Mode::Eager, "nested begin_step");
     if (prof_) prof_->begin_step(key);
-    if (key.empty() || !graphs_enabled_) return;
+    StepTally* tally = tally_wanted_ ? &tally_[key] : nullptr;
+    if (key.empty() || !graphs_enabled_) {
+      if (tally) ++tally->eager;
+      return;
+    }
     if (graph_generation_ != cuda::scratch_generation()) drop_graphs();  // stale addresses
     // A server's batches come in many shapes; bound what the recordings hold.
     if (graphs_.size() >= kMaxGraphs && !graphs_.count(key)) drop_graphs();
@@ -377,6 +396,7 @@ class CudaBackend final : public Backend {
     arena_used_ = staging_used_ = 0;
     pos_ = 0;
     launched_ = false;
+    if (tally) ++(g.exec ? tally->replayed : g.seen == 0 ? tally->eager : tally->recorded);
     if (g.exec) {
       mode_ = Mode::Replay;
     } else if (g.seen++ == 0) {
@@ -720,6 +740,12 @@ class CudaBackend final : public Backend {
   bool quant_on_gpu_ = true;  // LOCKSTEP_CUDA_QUANT=0 turns it off
   bool quant_noted_ = false;   // the stderr note about quantized placement was printed
   bool graphs_enabled_ = true;
+  // LOCKSTEP_CUDA_GRAPH_STATS: per key, how its steps ran (printed when the backend goes).
+  struct StepTally {
+    int64_t eager = 0, recorded = 0, replayed = 0;
+  };
+  bool tally_wanted_ = false;
+  std::map<std::string, StepTally> tally_;
   Mode mode_ = Mode::Eager;
   std::unordered_map<std::string, Graph> graphs_;
   Graph* current_ = nullptr;

@@ -63,8 +63,7 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
   return b;
 }
 
-std::string graph_key(std::string_view model, std::span<const ForwardItem> items,
-                      bool recordable) {
+std::string graph_key(std::string_view model, std::span<const ForwardItem> items) {
   int64_t total = 0, max_keys = 0;
   std::ostringstream key;
   key << model;
@@ -75,8 +74,9 @@ std::string graph_key(std::string_view model, std::span<const ForwardItem> items
     key << '|' << n << (it.logits == ForwardItem::Logits::None   ? 'n'
                         : it.logits == ForwardItem::Logits::Last ? 'l'
                                                                  : 'a');
+    if (it.keep_rollback) key << 'r';  // a hybrid verify block also copies its rollback data
   }
-  if (!recordable || total > kRecordedMaxTokens) return "";
+  if (total > kRecordedMaxTokens) return "";
   key << "|k" << (max_keys + kKeyBucket - 1) / kKeyBucket;
   return key.str();
 }

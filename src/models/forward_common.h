@@ -28,11 +28,12 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
                         kernels::Backend& be, bool recorded = false);
 
 // The key of a forward that a backend may record and replay (Backend::begin_step): the items'
-// token counts and output modes and the attention bound rounded up to kKeyBucket positions;
-// "" when the call is too large to be worth recording (prefill) or `recordable` is false.
+// token counts, output modes and keep_rollback flags and the attention bound rounded up to
+// kKeyBucket positions; "" when the call is too large to be worth recording (prefill). Nothing
+// that differs between sequences is in it: per-sequence addresses (KV blocks, recurrent state,
+// rollback buffers) reach the kernels through tables uploaded with the step.
 inline constexpr int64_t kRecordedMaxTokens = 32, kKeyBucket = 256;
-std::string graph_key(std::string_view model, std::span<const ForwardItem> items,
-                      bool recordable = true);
+std::string graph_key(std::string_view model, std::span<const ForwardItem> items);
 
 // Brackets a forward with begin_step / end_step (end_step also when the forward throws).
 class RecordedStep {

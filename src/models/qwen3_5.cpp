@@ -104,12 +104,16 @@ class HybridModel final : public Model {
       fail("truncate: length ", length, " outside [0, ", seq.length, "]");
     if (st.tokens != length) {
       // Go back through the log: restore the floor state and replay the kept tokens.
-      if (st.floor.empty() || length < st.floor_tokens || length > st.tokens)
+      if (!st.has_floor || length < st.floor_tokens || length > st.tokens)
         fail("truncate: length ", length, " is below the rollback floor ", seq.rollback_floor,
              " (a recurrent model can only go back inside its last keep_rollback forward, or "
              "to the length of a restored snapshot)");
       const int64_t n = length - st.floor_tokens;
-      st.layers = HybridState::copy_of(st.floor, *be_);
+      for (size_t l = 0; l < st.layers.size(); ++l) {  // the floor stays, for another truncate
+        DeltaNetState &s = st.layers[l], &f = st.floor[l];
+        be_->copy(s.conv.data(), f.conv.data(), s.conv.size() * sizeof(float));
+        be_->copy(s.delta.data(), f.delta.data(), s.delta.size() * sizeof(float));
+      }
       for (const HybridLayer& L : layers_) {
         if (L.kind != LayerKind::LinearAttention) continue;
         deltanet_replay(L.deltanet, dims_, st.layers[L.index], st.log[L.index].data(), n, *be_);
@@ -117,7 +121,7 @@ class HybridModel final : public Model {
       st.tokens = length;
     }
     seq.length = length;
-    seq.rollback_floor = st.floor.empty() ? length : st.floor_tokens;
+    seq.rollback_floor = st.has_floor ? st.floor_tokens : length;
     kv_.shrink(seq.kv_blocks, length);
   }
 
@@ -125,11 +129,14 @@ class HybridModel final : public Model {
     const ModelConfig& c = config_;
     const int64_t H = c.hidden_size, TI = dims_.token_inputs();
     kernels::Backend& be = *be_;
-    // Recorded (CUDA graph) unless an item keeps rollback data: that allocates state copies
-    // which must outlive the step. flatten_batch validates ids before any state changes.
-    bool recordable = true;
-    for (const ForwardItem& it : items) recordable = recordable && !it.keep_rollback;
-    const std::string key = graph_key("hybrid", items, recordable);
+    // Rollback buffers are sized before the step begins: an array allocated inside a recorded
+    // step dies with it. (A null or foreign sequence fails below, in flatten_batch / state_of.)
+    for (const ForwardItem& it : items)
+      if (it.keep_rollback && it.seq && dynamic_cast<HybridState*>(it.seq->recurrent.get()))
+        state_of(*it.seq).reserve_rollback(dims_, static_cast<int64_t>(it.tokens.size()));
+    // Recorded (CUDA graph) like any small step; flatten_batch validates ids before any state
+    // changes.
+    const std::string key = graph_key("hybrid", items);
     RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
                                 !key.empty());
@@ -140,8 +147,8 @@ class HybridModel final : public Model {
     be.embedding(embed_, b.device_tokens.data(), T, x.data());
 
     // Rollback bookkeeping first: an item that asks for it keeps its state at the current length
-    // (the new floor) and logs its tokens' recurrent inputs below; any other item moves its floor
-    // to its new end and drops an older log.
+    // (the new floor) and logs its tokens' recurrent inputs, both copied into its rollback buffers
+    // layer by layer below; any other item moves its floor to its new end (its buffers stay).
     for (const ForwardItem& it : items)
       if (state_of(*it.seq).tokens != it.seq->length)
         fail("forward: the recurrent state reflects ", state_of(*it.seq).tokens,
@@ -153,14 +160,11 @@ class HybridModel final : public Model {
       states.push_back(&st);
       const int64_t n = static_cast<int64_t>(it.tokens.size());
       if (it.keep_rollback) {
-        st.floor = HybridState::copy_of(st.layers, be);
+        st.has_floor = true;
         st.floor_tokens = st.tokens;
-        st.log.clear();
-        for (int64_t i = 0; i < n_linear_; ++i) st.log.push_back(be.array<float>(n * TI));
         it.seq->rollback_floor = it.seq->length;
       } else {
-        st.floor.clear();
-        st.log.clear();
+        st.has_floor = false;
         it.seq->rollback_floor = it.seq->length + n;
       }
       st.tokens += n;
@@ -180,6 +184,28 @@ class HybridModel final : public Model {
         longest = std::max(longest, n);
       }
     const kernels::DeviceArray<kernels::DeltaNetSpan> spans = be.upload(host_spans);
+    // Per linear layer, for each item that keeps rollback data: its conv and delta state into its
+    // floor (before the layer's step advances them) and its rows of the layer's recurrent inputs
+    // into its log. One table, [linear layer][3 per such item], uploaded like the spans: the
+    // per-sequence addresses are data, so a replayed graph copies into the buffers of whichever
+    // sequences this batch holds.
+    constexpr int64_t F = sizeof(float);
+    std::vector<kernels::CopySpan> host_copies;
+    int64_t copy_bytes = 0;
+    for (int64_t l = 0; l < n_linear_; ++l)
+      for (int64_t i = 0; i < n_items; ++i) {
+        if (!items[i].keep_rollback) continue;
+        DeltaNetState &s = states[i]->layers[l], &f = states[i]->floor[l];
+        const int64_t n = static_cast<int64_t>(items[i].tokens.size());
+        const float* logged = inputs.data() + b.item_first[i] * TI;
+        host_copies.push_back({f.conv.data(), s.conv.data(), s.conv.size() * F});
+        host_copies.push_back({f.delta.data(), s.delta.data(), s.delta.size() * F});
+        host_copies.push_back({states[i]->log[l].data(), logged, n * TI * F});
+        copy_bytes = std::max({copy_bytes, s.conv.size() * F, s.delta.size() * F, n * TI * F});
+      }
+    const int64_t per_layer =
+        n_linear_ > 0 ? static_cast<int64_t>(host_copies.size()) / n_linear_ : 0;
+    const kernels::DeviceArray<kernels::CopySpan> copies = be.upload(host_copies);
     // Each residual add is fused with the norm that reads its x (add_rms_norm: the same bits as
     // add then rms_norm); the last layer's MLP residual is a plain add.
     for (const HybridLayer& L : layers_) {
@@ -191,12 +217,8 @@ class HybridModel final : public Model {
         attention_forward(L.attn, c, h.data(), T, b.rows, kv_, L.index, delta.data(), be);
       } else {
         deltanet_project(L.deltanet, dims_, h.data(), T, inputs.data(), z.data(), be);
-        for (size_t i = 0; i < items.size(); ++i) {
-          const int64_t first = b.item_first[i], n = static_cast<int64_t>(items[i].tokens.size());
-          if (items[i].keep_rollback)
-            be.copy(states[i]->log[L.index].data(), inputs.data() + first * TI,
-                    n * TI * sizeof(float));
-        }
+        if (per_layer > 0)
+          be.copy_spans(copies.data() + L.index * per_layer, per_layer, copy_bytes);
         deltanet_mix(L.deltanet, dims_, inputs.data(), z.data(), T,
                      spans.data() + L.index * n_items, n_items, longest, eps, delta.data(), be);
       }

@@ -1,7 +1,8 @@
 // Qwen3.5 / Qwen3-Next invariance: the recurrent state and logits after N tokens are bitwise the
 // same whether the tokens came as one chunk, one at a time or in any split, beside other
 // sequences, with 1 or 2 threads; clone() round-trips; truncate after a keep_rollback forward
-// equals having fed only the kept tokens; truncate below the floor is an error.
+// equals having fed only the kept tokens; truncate below the floor is an error; verify blocks of
+// several sequences in one call keep reusing each sequence's rollback buffers.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "core/error.h"
 #include "model_test_util.h"
+#include "models/forward_common.h"
 #include "models/hybrid_state.h"
 #include "models/model.h"
 
@@ -161,6 +163,59 @@ TEST_P(HybridInvariance, TruncateAfterKeepRollbackEqualsFeedingOnlyKeptTokens) {
   m->truncate(*f.seq, 18);
   m->truncate(*f.seq, 17);
   EXPECT_TRUE(same_state(*f.seq, *feed(*m, {ids.begin(), ids.begin() + 17}, {17}).seq));
+}
+
+// Verify blocks of two sequences in one call, the sequences taking turns in the call's first slot:
+// each round's truncate gives the state of feeding only the kept tokens, and the rollback buffers
+// are made once and then only written (a recorded CUDA step may not allocate what outlives it).
+TEST_P(HybridInvariance, BatchedVerifyBlocksReuseTheirRollbackBuffers) {
+  auto m = load_model(checkpoint(GetParam()));
+  const int V = static_cast<int>(m->config().vocab_size);
+  std::vector<int32_t> history[2] = {random_ids(16, V, 31), random_ids(11, V, 32)};
+  Fed f[2] = {feed(*m, history[0], {16}), feed(*m, history[1], {11})};
+  const float *floor_at[2] = {}, *log_at[2] = {};
+  for (int round = 0; round < 5; ++round) {
+    std::vector<int32_t> block[2] = {random_ids(5, V, 40 + 2 * round),
+                                     random_ids(5, V, 41 + 2 * round)};
+    const int a = round % 2, b = 1 - a;
+    ForwardItem items[2] = {{f[a].seq.get(), block[a], ForwardItem::Logits::All, true},
+                            {f[b].seq.get(), block[b], ForwardItem::Logits::All, true}};
+    m->forward(items);
+    for (int s = 0; s < 2; ++s) {
+      const HybridState& st = hybrid(*f[s].seq);
+      EXPECT_EQ(f[s].seq->rollback_floor, static_cast<int64_t>(history[s].size()));
+      if (round > 0) {
+        EXPECT_EQ(floor_at[s], st.floor.front().delta.data()) << "round " << round;
+        EXPECT_EQ(log_at[s], st.log.front().data()) << "round " << round;
+      }
+      floor_at[s] = st.floor.front().delta.data();
+      log_at[s] = st.log.front().data();
+      const int keep = (2 * round + 3 * s) % 6;  // 0..5 of the block
+      history[s].insert(history[s].end(), block[s].begin(), block[s].begin() + keep);
+      m->truncate(*f[s].seq, static_cast<int64_t>(history[s].size()));
+      EXPECT_TRUE(same_state(*f[s].seq, *feed(*m, history[s], {64}).seq))
+          << "round " << round << " sequence " << s << " keep " << keep;
+    }
+  }
+  // A plain step drops the floor but keeps the buffers; truncating into it is refused.
+  ForwardItem plain{f[0].seq.get(), {history[0].data(), 1}, ForwardItem::Logits::Last};
+  m->forward({&plain, 1});
+  EXPECT_EQ(floor_at[0], hybrid(*f[0].seq).floor.front().delta.data());
+  EXPECT_THROW(m->truncate(*f[0].seq, static_cast<int64_t>(history[0].size())), Error);
+}
+
+// A verify block's key says it keeps rollback data (the hybrid forward then runs more ops);
+// nothing of the sequence itself is in it.
+TEST(GraphKey, MarksItemsThatKeepRollbackData) {
+  SequenceState a(nullptr), b(nullptr);
+  a.length = 3;
+  b.length = 200;
+  const std::vector<int32_t> t = {1, 2};
+  const ForwardItem plain{&a, t, ForwardItem::Logits::All},
+      verify{&a, t, ForwardItem::Logits::All, true}, other{&b, t, ForwardItem::Logits::All, true};
+  EXPECT_EQ(graph_key("hybrid", {&plain, 1}), "hybrid|2a|k1");
+  EXPECT_EQ(graph_key("hybrid", {&verify, 1}), "hybrid|2ar|k1");
+  EXPECT_EQ(graph_key("hybrid", {&other, 1}), "hybrid|2ar|k1");
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, HybridInvariance,

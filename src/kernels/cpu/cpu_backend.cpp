@@ -85,6 +85,10 @@ class CpuBackend final : public Backend {
     std::memcpy(dst, src, bytes);
   }
   void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_spans(const CopySpan* spans, int64_t n, int64_t /*max_bytes*/) override {
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(spans[i].dst, spans[i].src, static_cast<size_t>(spans[i].bytes));
+  }
   // The logits are host memory already: the reference choice in place, row by row (rows are few,
   // each one a pass over V).
   void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> rules,

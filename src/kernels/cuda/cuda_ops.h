@@ -220,6 +220,13 @@ void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, con
 void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
              int64_t cols);
 
+// Backend::copy_spans: span y's bytes from src to dst, for y < n (spans: a device array, read
+// by the kernel, so a graph that records this copies to whatever addresses it holds when run).
+// 16-byte words where a span's ends and length allow, else 4-byte words, else bytes;
+// max_bytes >= every span's bytes sizes the launch.
+using kernels::CopySpan;
+void copy_spans(const CopySpan* spans, int64_t n, int64_t max_bytes);
+
 }  // namespace lockstep::kernels::cuda
 
 // --- CUDA graphs (kernels/cuda_backend.cpp replays decode steps) ---------------------------------
