@@ -6,6 +6,7 @@
 # cuda_bench and the probe), with carry [".cuda-carry-engine-xz"]:
 #   TESTS='*Attention*' BENCH=attention-decode A='LOCKSTEP_CUDA_ATTN_MERGE=kernel' B='' \
 #     bash tools/cuda/decode_ab_on_device.sh
+#   C: a third environment in each round; TEST_ENV: the op tests' environment.
 #   ROUNDS (default 2) A/B rounds; LIKE (default qwen3-8b); PROMPT (2048) and GEN (128) tokens.
 #   GATES=gates|check: then engine_on_device.sh's generation gates (check: and CPU vs GPU).
 # Logs and a summary go to $OUT.
@@ -29,7 +30,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee -a 
 
 if [ -n "${TESTS:-}" ]; then
   stamp "cuda_tests $TESTS"
-  timeout 200 "$bin/cuda_tests" --gtest_filter="$TESTS" >"$out/tests.log" 2>&1
+  env ${TEST_ENV:-} timeout 200 "$bin/cuda_tests" --gtest_filter="$TESTS" >"$out/tests.log" 2>&1
   note "cuda_tests $TESTS: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/tests.log" | head -20 | tee -a "$summary"
 fi
@@ -53,7 +54,7 @@ if [ "${ROUNDS:-2}" -gt 0 ]; then
   mkdir -p /tmp/lockstep-ab
   [ -d "$ckpt" ] || "$bin/lockstep" make-random --like "$like" -o "$ckpt" --seed 3 >/dev/null
   for r in $(seq "${ROUNDS:-2}"); do
-    for side in A B; do
+    for side in A B ${C+C}; do
       envs="${!side:-}"
       stamp "bench $side ($envs) round $r"
       env $envs timeout 120 "$bin/lockstep" bench --device cuda -m "$ckpt" -p "${PROMPT:-2048}" \

@@ -38,7 +38,8 @@
 //   (flash-decoding). head_dim <= 128 (attn_decode): one 16-row tile per block, the chunk spread
 //   over 8 warps (32 positions' scores each, then head_dim columns each for P.V, every column
 //   still walking the 16 k-steps in order), keys and values of the whole chunk loaded at once,
-//   the value columns split over two blocks when the grid is small. head_dim 256 (attn_split):
+//   the value columns split over two blocks only when a test forces it (one block was faster at
+//   every length measured). head_dim 256 (attn_split):
 //   8 warps of 16-row tiles over the staged sub-tiles, a 16-slot ring.
 // - walk (prefill): block (rows, kv head) of 8 warps (4 for head_dim 256) walks its chunks in
 //   order and merges each into (M, L) in registers and A in shared memory.

@@ -30,7 +30,8 @@ void* scratch(int slot, size_t bytes);
 // capture as programmatic graph edges), so a kernel's blocks may become resident, and run the part
 // before pdl_wait(), while the kernel before it in the stream is still finishing. The rule every
 // kernel here keeps: before pdl_wait() it reads nothing but weights (never written by a kernel)
-// and writes nothing outside its own shared memory; everything else comes after. pdl_wait()
+// and writes nothing outside its own shared memory; everything else comes after. (A prefetch
+// reads no value: the decode attention prefetches the step's uploaded tables into L1 before it.) pdl_wait()
 // returns once the previous kernel has completed and its writes are visible; since that kernel
 // itself waited for its own predecessor before completing, the order is transitive. PDL changes
 // scheduling only, never arithmetic. Off with LOCKSTEP_CUDA_PDL=0 (or testing::set_pdl).
