@@ -149,7 +149,7 @@ int run_bench_command(BenchFlags& f) {
   auto model = load_model_from_flags(mf, f.bench.prompt_tokens + f.bench.gen_tokens + 16);
   apply_numerics(f.spec);
   std::unique_ptr<Model> draft_model;
-  auto drafter = make_drafter(f.spec, *model, SamplingParams{}, draft_model);
+  auto drafter = make_drafter(f.spec, dir, *model, SamplingParams{}, draft_model);
   f.bench.drafter = drafter.get();
   f.bench.draft_width =
       f.spec.draft_width > 0 ? f.spec.draft_width : default_draft_width(f.spec.spec);

@@ -84,8 +84,11 @@ std::unique_ptr<Model> load_draft_model(const std::string& dir, const Model& tar
 
 std::string default_draft_dir(const std::string& target_dir) {
   const std::string builtin = LOCKSTEP_DEFAULT_MODEL_DIR, draft = LOCKSTEP_DEFAULT_DRAFT_DIR;
-  if (!builtin.empty() && std::filesystem::exists(draft + "/config.json") &&
-      std::filesystem::equivalent(std::filesystem::path(target_dir), builtin))
+  // error_code forms: a target or built-in path that does not exist (a binary carried to another
+  // machine) means "not the shipped target", never a filesystem exception.
+  std::error_code ec;
+  if (!builtin.empty() && !target_dir.empty() && std::filesystem::exists(draft + "/config.json", ec) &&
+      std::filesystem::equivalent(std::filesystem::path(target_dir), builtin, ec) && !ec)
     return draft;
   return "";
 }

@@ -23,17 +23,11 @@ void add_spec_flags(CLI::App& app, SpecFlags& f);
 // Applies --numerics to the kernels.
 void apply_numerics(const SpecFlags& f);
 
-// The drafter for --spec (nullptr for none). `draft_holder` keeps a loaded draft model alive.
+// The drafter for --spec (nullptr for none). `draft_holder` keeps a loaded draft model alive;
+// --spec draft without --draft-model takes the shipped draft when target_dir is the shipped target.
 std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, const std::string& target_dir,
                                       Model& target,
                                       const SamplingParams& sampling,
                                       std::unique_ptr<Model>& draft_holder);
-
-// Without a target directory (no shipped-draft default).
-inline std::unique_ptr<Drafter> make_drafter(const SpecFlags& f, Model& target,
-                                             const SamplingParams& sampling,
-                                             std::unique_ptr<Model>& draft_holder) {
-  return make_drafter(f, "", target, sampling, draft_holder);
-}
 
 }  // namespace lockstep::cli
