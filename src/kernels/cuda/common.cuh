@@ -54,6 +54,26 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// bar.sync / bar.arrive on named barrier `id` (1..8) over N threads. PTX names the barrier by an
+// immediate here, so that a kernel holds only the barriers it uses: a switch, which folds to the
+// one instruction wherever id is known after inlining.
+#define LOCKSTEP_NAMED_BAR(op, i) \
+  case i: asm volatile(op " " #i ", %0;\n" ::"n"(N) : "memory"); break;
+#define LOCKSTEP_NAMED_BARS(op)                                                           \
+  LOCKSTEP_NAMED_BAR(op, 1) LOCKSTEP_NAMED_BAR(op, 2) LOCKSTEP_NAMED_BAR(op, 3)           \
+  LOCKSTEP_NAMED_BAR(op, 4) LOCKSTEP_NAMED_BAR(op, 5) LOCKSTEP_NAMED_BAR(op, 6)           \
+  LOCKSTEP_NAMED_BAR(op, 7) LOCKSTEP_NAMED_BAR(op, 8)
+template <int N>
+__device__ __forceinline__ void named_bar_sync(int id) {
+  switch (id) { LOCKSTEP_NAMED_BARS("bar.sync") }
+}
+template <int N>
+__device__ __forceinline__ void named_bar_arrive(int id) {
+  switch (id) { LOCKSTEP_NAMED_BARS("bar.arrive") }
+}
+#undef LOCKSTEP_NAMED_BARS
+#undef LOCKSTEP_NAMED_BAR
+
 // kernel<<<grid, block, smem, stream()>>>(args...), with the PDL attribute where pdl_next_launch()
 // says so; throws naming `what` when the launch fails.
 template <typename... P, typename... A>

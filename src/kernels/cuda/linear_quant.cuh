@@ -52,6 +52,18 @@ __device__ __forceinline__ float dequant_f32(uint32_t q, float s, float b) {
   return __fmaf_rn(code_to_f32(q), s, b);
 }
 
+// Elements e(0..7) rounded to BF16 and packed (4 words, lower k in the low half): the tail of
+// both dequant8 forms.
+template <typename E>
+__device__ __forceinline__ uint4 pack_bf16x8(E&& e) {
+  uint4 r;
+  r.x = detail::pack_bf16x2(e(0), e(1));
+  r.y = detail::pack_bf16x2(e(2), e(3));
+  r.z = detail::pack_bf16x2(e(4), e(5));
+  r.w = detail::pack_bf16x2(e(6), e(7));
+  return r;
+}
+
 // Eight consecutive elements of one group as 8 BF16 values (4 words, lower k in the low half):
 // the codes are lo (elements 0-3) and hi (4-7) for 8 bits, lo alone (elements 0-7) for 4 bits.
 template <int QB>
@@ -75,13 +87,7 @@ __device__ __forceinline__ uint4 dequant8(uint32_t lo, uint32_t hi, float s, flo
       m[2 * j + 1] = __byte_perm(o, 0x4B000000u, 0x7540u + j);
     }
   }
-  auto e = [&](int j) { return __fmaf_rn(__fsub_rn(__uint_as_float(m[j]), 8388608.0f), s, b); };
-  uint4 r;
-  r.x = detail::pack_bf16x2(e(0), e(1));
-  r.y = detail::pack_bf16x2(e(2), e(3));
-  r.z = detail::pack_bf16x2(e(4), e(5));
-  r.w = detail::pack_bf16x2(e(6), e(7));
-  return r;
+  return pack_bf16x8([&](int j) { return __fmaf_rn(__fsub_rn(__uint_as_float(m[j]), 8388608.0f), s, b); });
 }
 
 // The same eight elements with one instruction fewer each, where shift_bias allowed it: the codes
@@ -107,13 +113,7 @@ __device__ __forceinline__ uint4 dequant8_shifted(uint32_t lo, uint32_t hi, floa
       m[2 * j + 1] = __byte_perm(o, 0x43000000u, 0x7054u + (j << 8));
     }
   }
-  auto e = [&](int j) { return __fmaf_rn(__uint_as_float(m[j]), s, c); };
-  uint4 r;
-  r.x = detail::pack_bf16x2(e(0), e(1));
-  r.y = detail::pack_bf16x2(e(2), e(3));
-  r.z = detail::pack_bf16x2(e(4), e(5));
-  r.w = detail::pack_bf16x2(e(6), e(7));
-  return r;
+  return pack_bf16x8([&](int j) { return __fmaf_rn(__uint_as_float(m[j]), s, c); });
 }
 
 // c = b - 2^E s (E as above) for dequant8_shifted, and whether it may be used: c exact (TwoSum's

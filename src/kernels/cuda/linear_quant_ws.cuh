@@ -87,26 +87,10 @@ __global__ void __launch_bounds__(Qw<MT, S, CF, QB>::kThreads, Qw<MT, S, CF, QB>
   uint8_t* const tiles = pbase;                          // T tiles
   uint8_t* const slots = pbase + T * C::kWBytes;         // STAGES code slots
   uint8_t* const xring = slots + STAGES * C::kSlot;      // XS x stages
-  // Named barriers 1 + t (FULL) and 1 + T + t (EMPTY), over every thread of the block, named by
-  // immediates (so the kernel holds only the 2 T + 1 barriers it uses).
-  auto bar_sync = [](int id) {
-    switch (id) {
-#define LOCKSTEP_WS_BAR(i) \
-  case i: asm volatile("bar.sync " #i ", %0;\n" ::"n"(C::kThreads) : "memory"); break;
-      LOCKSTEP_WS_BAR(1) LOCKSTEP_WS_BAR(2) LOCKSTEP_WS_BAR(3) LOCKSTEP_WS_BAR(4)
-      LOCKSTEP_WS_BAR(5) LOCKSTEP_WS_BAR(6) LOCKSTEP_WS_BAR(7) LOCKSTEP_WS_BAR(8)
-#undef LOCKSTEP_WS_BAR
-    }
-  };
-  auto bar_arrive = [](int id) {
-    switch (id) {
-#define LOCKSTEP_WS_BAR(i) \
-  case i: asm volatile("bar.arrive " #i ", %0;\n" ::"n"(C::kThreads) : "memory"); break;
-      LOCKSTEP_WS_BAR(1) LOCKSTEP_WS_BAR(2) LOCKSTEP_WS_BAR(3) LOCKSTEP_WS_BAR(4)
-      LOCKSTEP_WS_BAR(5) LOCKSTEP_WS_BAR(6) LOCKSTEP_WS_BAR(7) LOCKSTEP_WS_BAR(8)
-#undef LOCKSTEP_WS_BAR
-    }
-  };
+  // Named barriers 1 + t (FULL) and 1 + T + t (EMPTY), over every thread of the block
+  // (named_bar_sync / named_bar_arrive, common.cuh).
+  auto bar_sync = [](int id) { named_bar_sync<C::kThreads>(id); };
+  auto bar_arrive = [](int id) { named_bar_arrive<C::kThreads>(id); };
 
   pdl_launch_dependents();
   float acc[MT][4];
@@ -234,18 +218,7 @@ __global__ void __launch_bounds__(Qw<MT, S, CF, QB>::kThreads, Qw<MT, S, CF, QB>
 #pragma unroll
       for (int s = 0; s < BK / 16; ++s) {
         ldmatrix_x4(a[s], ws + swz(arow, s * 2 + acol, BK * 2));
-#pragma unroll
-        for (int jm = 0; jm < MT; ++jm) {
-          // Tokens past the call's rows are not staged: their operand is bf16 zero.
-          b[s][jm][0] = b[s][jm][1] = 0u;
-          if (jm * 8 + g < xr) {
-            const float* row = xf + (jm * 8 + g) * C::kXStride + s * 16 + 2 * t4;
-            const float2 v0 = *reinterpret_cast<const float2*>(row);
-            const float2 v1 = *reinterpret_cast<const float2*>(row + 8);
-            b[s][jm][0] = pack_bf16x2(v0.x, v0.y);
-            b[s][jm][1] = pack_bf16x2(v1.x, v1.y);
-          }
-        }
+        x_f32_fragments<MT>(xf + s * 16, C::kXStride, xr, g, t4, b[s]);
       }
       if (j + T < nk) bar_arrive(1 + T + t);  // EMPTY(t): tile t read (ldmatrix is synchronous)
       // MMAs in increasing k (fragments past `steps` hold stale data and are not used).

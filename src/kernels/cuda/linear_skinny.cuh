@@ -79,6 +79,28 @@ struct Skinny {
   static_assert(QB != 0 || kDQ == 1, "dequant warps are for quantized weights");
 };
 
+// The B operands of one k-step for the MT token tiles from FP32 x rows staged `stride` floats
+// apart (this k-step's 16 columns at row + 0), rounded to BF16 as the schedule fixes: lane (g, t)
+// takes columns 2t, 2t + 1 (b[j][0]) and 2t + 8, 2t + 9 (b[j][1]) of token row 8 j + g. Tokens
+// past the call's xr rows are not staged: their operand is bf16 zero, what a zero-filled row
+// rounds to (and their outputs are not stored). The skinny and the warp-specialized kernels
+// both build their FP32-x operands here.
+template <int MT>
+__device__ __forceinline__ void x_f32_fragments(const float* xf, int stride, int xr, int g, int t,
+                                                uint32_t (&b)[MT][2]) {
+#pragma unroll
+  for (int j = 0; j < MT; ++j) {
+    b[j][0] = b[j][1] = 0u;
+    if (j * 8 + g < xr) {
+      const float* row = xf + (j * 8 + g) * stride + 2 * t;
+      const float2 v0 = *reinterpret_cast<const float2*>(row);
+      const float2 v1 = *reinterpret_cast<const float2*>(row + 8);
+      b[j][0] = pack_bf16x2(v0.x, v0.y);
+      b[j][1] = pack_bf16x2(v1.x, v1.y);
+    }
+  }
+}
+
 // The end of every skinny kernel (the BF16 and both quantized ones): pieces 1.. hand their
 // accumulators to piece 0 through shared memory, piece 0 adds them in piece order
 // (((a0 + a1) + a2) + a3, the merge linear.cu's schedule fixes), adds the bias and stores the
@@ -300,19 +322,7 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads,
     for (int s = 0; s < BK / 16; ++s) {
       ldmatrix_x4(a[s], ws + swz(arow, s * 2 + acol, BK * 2));
       if constexpr (XF32) {
-#pragma unroll
-        for (int j = 0; j < MT; ++j) {
-          // Tokens past the call's rows are not staged: their operand is bf16 zero, what a
-          // zero-filled row rounds to (and their outputs are not stored).
-          b[s][j][0] = b[s][j][1] = 0u;
-          if (j * 8 + g < xr) {
-            const float* row = xf + (j * 8 + g) * C::kXStride + s * 16 + 2 * t;
-            const float2 v0 = *reinterpret_cast<const float2*>(row);
-            const float2 v1 = *reinterpret_cast<const float2*>(row + 8);
-            b[s][j][0] = pack_bf16x2(v0.x, v0.y);
-            b[s][j][1] = pack_bf16x2(v1.x, v1.y);
-          }
-        }
+        x_f32_fragments<MT>(xf + s * 16, C::kXStride, xr, g, t, b[s]);
       } else {
 #pragma unroll
         for (int jj = 0; jj < MT / 2; ++jj) {
@@ -348,19 +358,22 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads,
     cp_async_commit();
   }
 
+  // Iteration kc's refill: stage kc + STAGES - 1 (when there is one) into ring slot ls, as one
+  // commit group either way (the waits count groups).
+  auto refill = [&](int ls, int kc) {
+    const int next = kc + STAGES - 1;
+    if (next < nk) {
+      load_w(ls, next);
+      load_x(ls, next);
+    }
+    cp_async_commit();
+  };
   if constexpr (QB == 0) {
     int rs = 0, ls = STAGES - 1;  // the stage read and the stage loaded in this iteration
     for (int kc = 0; kc < nk; ++kc) {
       cp_async_wait<STAGES - 2>();
       piece_sync();
-      {
-        const int next = kc + STAGES - 1;
-        if (next < nk) {
-          load_w(ls, next);
-          load_x(ls, next);
-        }
-        cp_async_commit();
-      }
+      refill(ls, kc);
       mma_stage(base + rs * stage_bytes + piece * piece_bytes, rs, kc, [] {});
       rs = rs + 1 == STAGES ? 0 : rs + 1;
       ls = ls + 1 == STAGES ? 0 : ls + 1;
@@ -387,14 +400,7 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads,
     for (int kc = 0; kc < nk; ++kc) {
       cp_async_wait<STAGES - 3>();
       piece_sync();
-      {
-        const int next = kc + STAGES - 1;
-        if (next < nk) {
-          load_w(ls, next);
-          load_x(ls, next);
-        }
-        cp_async_commit();
-      }
+      refill(ls, kc);
       const int cur = kc & 1;
       auto dequant_next = [&] {
         if (kc + 1 < nk) dequant(ds, kc + 1, cur ^ 1);
