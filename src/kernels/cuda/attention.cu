@@ -288,39 +288,35 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
             // are skipped: their S are the zeros they started as (no MMA ran there), which is
             // what packs to P, and their e would add +0 to sums that are never -0. Within a
             // group one basic block (exp_f32_select: no branch per element).
-            const int q0 = np0 - 2 * tq, q1 = np1 - 2 * tq;  // element (jt, e) is the row's
-                                                             // iff 8 jt + (e & 1) < q(e >> 1)
-            for_each_const<4>([&](auto gc) {
-              constexpr int g = decltype(gc)::value;
-              if (g * 64 < npw) {
+            const int q0 = np0 - 2 * tq, q1 = np1 - 2 * tq;
+            // Element (jt, e) is the row's iff 8 jt + (e & 1) < q(e >> 1).
+            auto mine = [&](int jt, int e) { return 8 * jt + (e & 1) < (e < 2 ? q0 : q1); };
+            // f(jt, e) over the elements of the groups that hold some of the warp's positions.
+            auto each_live = [&](auto&& f) {
+              for_each_const<4>([&](auto gc) {
+                constexpr int g = decltype(gc)::value;
+                if (g * 64 < npw) {
 #pragma unroll
-                for (int jt = 8 * g; jt < 8 * g + 8; ++jt)
+                  for (int jt = 8 * g; jt < 8 * g + 8; ++jt)
 #pragma unroll
-                  for (int e = 0; e < 4; ++e) {
-                    const float sc = __fmul_rn(S[jt][e], a.scale);
-                    S[jt][e] = sc;
-                    // -inf for a masked position: the max (never NaN) stays as it is.
-                    const bool mine = 8 * jt + (e & 1) < (e < 2 ? q0 : q1);
-                    mx4[e] = fmaxf(mx4[e], mine ? sc : -INFINITY);
-                  }
-              }
+                    for (int e = 0; e < 4; ++e) f(jt, e);
+                }
+              });
+            };
+            each_live([&](int jt, int e) {
+              const float sc = __fmul_rn(S[jt][e], a.scale);
+              S[jt][e] = sc;
+              // -inf for a masked position: the max (never NaN) stays as it is.
+              mx4[e] = fmaxf(mx4[e], mine(jt, e) ? sc : -INFINITY);
             });
 #pragma unroll
             for (int r = 0; r < 2; ++r) mx[r] = quad_max(fmaxf(mx4[2 * r], mx4[2 * r + 1]));
-            for_each_const<4>([&](auto gc) {
-              constexpr int g = decltype(gc)::value;
-              if (g * 64 < npw) {
-#pragma unroll
-                for (int jt = 8 * g; jt < 8 * g + 8; ++jt)
-#pragma unroll
-                  for (int e = 0; e < 4; ++e) {
-                    // A masked position's score may exceed the row's max (then y is not
-                    // exp_f32's, but it is not selected either).
-                    const float y = exp_f32_select<true>(__fsub_rn(S[jt][e], mx[e >> 1]));
-                    S[jt][e] = 8 * jt + (e & 1) < (e < 2 ? q0 : q1) ? y : 0.0f;
-                    sum[e >> 1] = __fadd_rn(sum[e >> 1], S[jt][e]);
-                  }
-              }
+            each_live([&](int jt, int e) {
+              // A masked position's score may exceed the row's max (then y is not exp_f32's,
+              // but it is not selected either).
+              const float y = exp_f32_select<true>(__fsub_rn(S[jt][e], mx[e >> 1]));
+              S[jt][e] = mine(jt, e) ? y : 0.0f;
+              sum[e >> 1] = __fadd_rn(sum[e >> 1], S[jt][e]);
             });
           }
 #pragma unroll
