@@ -54,6 +54,16 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
   return v;
 }
 
+// A BF16 weight view of N x K elements at `data` (host or device, as the call needs).
+inline Weight bf16_weight(const void* data, int64_t N, int64_t K) {
+  Weight w;
+  w.dtype = DType::BF16;
+  w.rows = N;
+  w.cols = K;
+  w.data = data;
+  return w;
+}
+
 inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 0.05f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.0f, scale);

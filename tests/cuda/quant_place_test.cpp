@@ -50,11 +50,7 @@ TEST_F(CudaTest, PlacedQuantWeightMatchesDequantizedBf16) {
   ThreadPool pool(2);
   const int64_t N = 1000, K = 512;
   const std::vector<uint16_t> src = random_bf16(N * K, 77, 0.05f);
-  Weight f;
-  f.dtype = DType::BF16;
-  f.rows = N;
-  f.cols = K;
-  f.data = src.data();
+  const Weight f = bf16_weight(src.data(), N, K);
   for (int bits : {4, 8}) {
     // A backend per width: its placed-weight cache is keyed by host address, which the second
     // width's freshly allocated arrays may reuse.
@@ -94,11 +90,6 @@ TEST_F(CudaTest, PlacedQuantWeightMatchesDequantizedBf16) {
   }
 }
 
-}  // namespace
-}  // namespace lockstep::kernels::cuda::test
-
-namespace lockstep::kernels::cuda::test {
-namespace {
 
 // With LOCKSTEP_CUDA_QUANT=0 quantized weights are placed as BF16; by default they stay
 // quantized, except with F32 scales (which the fused kernel does not take): BF16 again.
@@ -106,11 +97,7 @@ TEST_F(CudaTest, QuantPlacementSwitchAndF32ScalesGiveBf16) {
   ThreadPool pool(2);
   const int64_t N = 64, K = 256;
   const std::vector<uint16_t> src = random_bf16(N * K, 78, 0.05f);
-  Weight f;
-  f.dtype = DType::BF16;
-  f.rows = N;
-  f.cols = K;
-  f.data = src.data();
+  const Weight f = bf16_weight(src.data(), N, K);
   const QuantizedMatrix q = quantize_affine(f, 8, 64, DType::BF16, pool);
   setenv("LOCKSTEP_CUDA_QUANT", "0", 1);
   auto be = make_cuda_backend();

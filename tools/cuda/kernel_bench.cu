@@ -176,6 +176,35 @@ __global__ void sweep_fill_bf16(uint16_t* p, size_t n) {
   }
 }
 
+// The sweeps' buffers: a 1.5 GiB pool of weights (BF16 values in +-[1, 2) * 2^-7; a sweep
+// rotates its launches' weights through it so every call reads from HBM), x for up to 16 tokens
+// of up to 12288 k, and y for up to 16 x 151936 outputs.
+struct SweepBuffers {
+  static constexpr size_t kPoolBytes = size_t{3} << 29;
+  static constexpr int64_t kMaxM = 16, kMaxK = 12288, kMaxN = 151936;
+  uint16_t* pool = nullptr;
+  float* x = nullptr;
+  float* y = nullptr;
+  SweepBuffers() {
+    pool = static_cast<uint16_t*>(kc::malloc_device(kPoolBytes));
+    sweep_fill_bf16<<<2048, 256, 0, kc::detail::stream()>>>(pool, kPoolBytes / 2);
+    ck(cudaGetLastError(), "fill");
+    std::vector<float> hx(kMaxM * kMaxK);
+    for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(0.001 * static_cast<double>(i));
+    x = static_cast<float*>(kc::malloc_device(hx.size() * 4));
+    kc::upload(x, hx.data(), hx.size() * 4);
+    y = static_cast<float*>(kc::malloc_device(kMaxM * kMaxN * 4));
+    kc::synchronize();
+  }
+  ~SweepBuffers() {
+    kc::free_device(pool);
+    kc::free_device(x);
+    kc::free_device(y);
+  }
+  SweepBuffers(const SweepBuffers&) = delete;
+  SweepBuffers& operator=(const SweepBuffers&) = delete;
+};
+
 // Device seconds per call of f(i), i = 0..iters-1 captured into one graph (one warm replay, then
 // the mean of 3).
 template <typename F>
@@ -226,17 +255,11 @@ void bench_linear_sweep() {
               "GB/s of weights ==\n");
   for (int c = 1; c <= n_cfg; ++c)
     std::printf("  c%-2d %s\n", c, kc::testing::linear_skinny_config_name(c).c_str());
-  const size_t pool_bytes = size_t{3} << 29;  // 1.5 GiB
-  auto* pool = static_cast<uint16_t*>(kc::malloc_device(pool_bytes));
-  sweep_fill_bf16<<<2048, 256, 0, kc::detail::stream()>>>(pool, pool_bytes / 2);
-  ck(cudaGetLastError(), "fill");
-  const int64_t maxM = 16, maxK = 12288, maxN = 151936;
-  std::vector<float> hx(maxM * maxK);
-  for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(0.001 * static_cast<double>(i));
-  auto* x = static_cast<float*>(kc::malloc_device(hx.size() * 4));
-  kc::upload(x, hx.data(), hx.size() * 4);
-  auto* y = static_cast<float*>(kc::malloc_device(maxM * maxN * 4));
-  kc::synchronize();
+  const SweepBuffers buf;
+  const size_t pool_bytes = SweepBuffers::kPoolBytes;
+  const uint16_t* pool = buf.pool;
+  const float* x = buf.x;
+  float* y = buf.y;
 
   const int64_t Ms[] = {1, 4, 16};
   // Per M: the 8B decode step's linears (sum of per_step x time) for config 1, the best config
@@ -312,9 +335,6 @@ void bench_linear_sweep() {
     std::printf("8B decode step linears, M=%lld: config 1 %.0f us, best per shape %.0f us, rule %.0f us\n",
                 static_cast<long long>(Ms[mi]), step_c1[mi] * 1e6, step_best[mi] * 1e6,
                 step_rule[mi] * 1e6);
-  kc::free_device(pool);
-  kc::free_device(x);
-  kc::free_device(y);
 }
 
 // linear-quant: the Qwen3-8B decode linears (one weight a launch, as the quantized path runs
@@ -338,17 +358,11 @@ void bench_linear_quant(int max_cfg) {
   std::printf("\n== linear-quant: M <= 16 quantized configs; us (GB/s of codes + pairs) ==\n");
   for (int c = 1; c <= n_cfg; ++c)
     std::printf("  c%-2d %s\n", c, kc::testing::linear_quant_config_name(c).c_str());
-  const size_t pool_bytes = size_t{3} << 29;  // 1.5 GiB
-  auto* pool = static_cast<uint16_t*>(kc::malloc_device(pool_bytes));
-  sweep_fill_bf16<<<2048, 256, 0, kc::detail::stream()>>>(pool, pool_bytes / 2);
-  ck(cudaGetLastError(), "fill");
-  const int64_t maxM = 16, maxK = 12288, maxN = 151936;
-  std::vector<float> hx(maxM * maxK);
-  for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(0.001 * static_cast<double>(i));
-  auto* x = static_cast<float*>(kc::malloc_device(hx.size() * 4));
-  kc::upload(x, hx.data(), hx.size() * 4);
-  auto* y = static_cast<float*>(kc::malloc_device(maxM * maxN * 4));
-  kc::synchronize();
+  const SweepBuffers buf;
+  const size_t pool_bytes = SweepBuffers::kPoolBytes;
+  const uint16_t* pool = buf.pool;
+  const float* x = buf.x;
+  float* y = buf.y;
   const int64_t Ms[] = {1, 4, 16};
   constexpr int kW = 3;  // 0 = BF16, 1 = 8-bit, 2 = 4-bit
   // Per M and width: the 8B step's linears (sum of per_step x time) by rule, and best per shape.
@@ -437,9 +451,6 @@ void bench_linear_quant(int max_cfg) {
                 "q4 rule %.0f us, best per shape %.0f us\n",
                 static_cast<long long>(Ms[mi]), step_rule[mi][0] * 1e6, step_rule[mi][1] * 1e6,
                 step_best[mi][1] * 1e6, step_rule[mi][2] * 1e6, step_best[mi][2] * 1e6);
-  kc::free_device(pool);
-  kc::free_device(x);
-  kc::free_device(y);
 }
 
 // Attention over a paged BF16 cache (kKvDtype) of `ctx` positions (block 16): T = 1 and 8 are decode and
