@@ -82,8 +82,9 @@ bool quant_cfg_run(int c, const Group& g, const float* x, int M, int K, int S, c
   }
 }
 
-// The default config for M <= 16 by shape: the fastest one on an H200 (cuda_bench linear-quant,
-// tools/cuda/quantfast_on_device.sh; Qwen3-8B decode shapes, group 64, BF16 pairs, at M = 1, 4
+// The default config for M <= 16 by shape: the fastest one on an H200 (cuda_bench linear-quant;
+// TESTS='*Quant*' BENCH=linear-quant ROUNDS=0 tools/cuda/decode_ab_on_device.sh re-sweeps it in
+// one call; Qwen3-8B decode shapes, group 64, BF16 pairs, at M = 1, 4
 // (standing for 2..8) and 16 (9..16)). What decided it, per Qwen3-8B shape, us at M = 1 (config
 // 1 in brackets; the numbers are today's, the sweep's were c9 -> 6, c7 -> 4, c8 -> 5, c6 -> 3,
 // c14 -> 7, c16 -> 8):
