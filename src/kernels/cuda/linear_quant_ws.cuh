@@ -179,16 +179,8 @@ __global__ void __launch_bounds__(Qw<MT, S, CF, QB>::kThreads, Qw<MT, S, CF, QB>
     // --- MMA warps ---
     const int ctid = pw * 32 + lane;
     auto load_x = [&](int xs, int chunk) {
-      const uint32_t xa = smem_addr(xring + xs * C::x_bytes(xr));
-      const int k0 = kbeg + chunk * BK;
-      constexpr int kCpr = BK / 4;
-      for (int idx = ctid; idx < xr * kCpr; idx += CT) {
-        const int r = idx / kCpr, c = idx % kCpr;
-        const int gk = k0 + c * 4;
-        const bool ok = gk < kend;
-        const float* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
-        cp_async16(xa + (r * C::kXStride + c * 4) * 4, src, ok);
-      }
+      stage_x_f32<BK, CT>(smem_addr(xring + xs * C::x_bytes(xr)), C::kXStride, x, m0, K,
+                          kbeg + chunk * BK, kend, xr, ctid);
     };
     pdl_wait();
 #pragma unroll

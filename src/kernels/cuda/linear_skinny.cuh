@@ -79,6 +79,22 @@ struct Skinny {
   static_assert(QB != 0 || kDQ == 1, "dequant warps are for quantized weights");
 };
 
+// Stages FP32 x for one stage: the call's xr token rows m0.. of x [M][K], k in [k0, k0 + BK), as
+// 16-byte cp.asyncs into rows `stride` floats apart at shared address xs; k past kend zero-filled.
+// Thread tid of the NT that stage it. The skinny and the warp-specialized kernels both stage so.
+template <int BK, int NT>
+__device__ __forceinline__ void stage_x_f32(uint32_t xs, int stride, const float* x, int m0, int K,
+                                            int k0, int kend, int xr, int tid) {
+  constexpr int kCpr = BK / 4;  // 16-byte chunks per x row
+  for (int idx = tid; idx < xr * kCpr; idx += NT) {
+    const int r = idx / kCpr, c = idx % kCpr;
+    const int gk = k0 + c * 4;
+    const bool ok = gk < kend;
+    const float* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
+    cp_async16(xs + (r * stride + c * 4) * 4, src, ok);
+  }
+}
+
 // The B operands of one k-step for the MT token tiles from FP32 x rows staged `stride` floats
 // apart (this k-step's 16 columns at row + 0), rounded to BF16 as the schedule fixes: lane (g, t)
 // takes columns 2t, 2t + 1 (b[j][0]) and 2t + 8, 2t + 9 (b[j][1]) of token row 8 j + g. Tokens
@@ -237,15 +253,7 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads,
     const uint32_t xs = base + stage * stage_bytes + piece * piece_bytes + C::kRingW;
     const int k0 = kbeg + chunk * BK;
     if constexpr (XF32) {
-      const float* x = static_cast<const float*>(xv);
-      constexpr int kCpr = BK / 4;  // 16-byte chunks per x row
-      for (int idx = ptid; idx < xr * kCpr; idx += PT) {
-        const int r = idx / kCpr, c = idx % kCpr;
-        const int gk = k0 + c * 4;
-        const bool ok = gk < kend;
-        const float* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
-        cp_async16(xs + (r * C::kXStride + c * 4) * 4, src, ok);
-      }
+      stage_x_f32<BK, PT>(xs, C::kXStride, static_cast<const float*>(xv), m0, K, k0, kend, xr, ptid);
     } else {
       const uint16_t* x = static_cast<const uint16_t*>(xv);
 #pragma unroll
