@@ -30,9 +30,15 @@ DeltaNetState DeltaNetState::copy(kernels::Backend& be) const {
   DeltaNetState s;
   s.conv = be.array<float>(conv.size());
   s.delta = be.array<float>(delta.size());
-  be.copy(s.conv.data(), conv.data(), conv.size() * sizeof(float));
-  be.copy(s.delta.data(), delta.data(), delta.size() * sizeof(float));
+  s.assign(*this, be);
   return s;
+}
+
+void DeltaNetState::assign(const DeltaNetState& src, kernels::Backend& be) {
+  LOCKSTEP_CHECK(conv.size() == src.conv.size() && delta.size() == src.delta.size(),
+                 "DeltaNetState::assign: sizes differ");
+  be.copy(conv.data(), src.conv.data(), conv.size() * sizeof(float));
+  be.copy(delta.data(), src.delta.data(), delta.size() * sizeof(float));
 }
 
 DeltaNetWeights load_deltanet(const Checkpoint& ckpt, const ModelConfig& c, const std::string& p,

@@ -38,6 +38,8 @@ struct DeltaNetState {
   kernels::Floats delta;  // [nv][dk][dv]
   static DeltaNetState zeros(const DeltaNetDims& d, kernels::Backend& be);
   DeltaNetState copy(kernels::Backend& be) const;
+  // This state's arrays take src's values (same sizes; no allocation: a recorded step may do it).
+  void assign(const DeltaNetState& src, kernels::Backend& be);
 };
 
 // Row-wise projections of T normed rows into per-token inputs [T][token_inputs()] (pre-conv

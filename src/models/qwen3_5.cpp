@@ -109,11 +109,8 @@ class HybridModel final : public Model {
              " (a recurrent model can only go back inside its last keep_rollback forward, or "
              "to the length of a restored snapshot)");
       const int64_t n = length - st.floor_tokens;
-      for (size_t l = 0; l < st.layers.size(); ++l) {  // the floor stays, for another truncate
-        DeltaNetState &s = st.layers[l], &f = st.floor[l];
-        be_->copy(s.conv.data(), f.conv.data(), s.conv.size() * sizeof(float));
-        be_->copy(s.delta.data(), f.delta.data(), s.delta.size() * sizeof(float));
-      }
+      for (size_t l = 0; l < st.layers.size(); ++l)  // the floor stays, for another truncate
+        st.layers[l].assign(st.floor[l], *be_);
       for (const HybridLayer& L : layers_) {
         if (L.kind != LayerKind::LinearAttention) continue;
         deltanet_replay(L.deltanet, dims_, st.layers[L.index], st.log[L.index].data(), n, *be_);
