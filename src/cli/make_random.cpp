@@ -14,6 +14,7 @@ namespace {
 struct MakeRandomArgs {
   std::string like, out, dtype = "bf16";
   uint64_t seed = 0;
+  int64_t layers = 0;
   int threads = 0;
 };
 
@@ -30,6 +31,7 @@ int run(const MakeRandomArgs& a) {
   o.out_dir = a.out;
   o.dtype = parse_dtype_flag(a.dtype);
   o.seed = a.seed;
+  o.layers = a.layers;
   o.threads = a.threads;
   RandomCheckpointSummary s = make_random_checkpoint(o);
   std::fprintf(stderr, "make-random: wrote %s (%s, %zu tensors, %.2f M parameters, %.1f MB %s)\n",
@@ -48,6 +50,10 @@ const Command kMakeRandom(
       sub.add_option("-o,--output", a->out, "Output directory (created if needed)")->required();
       sub.add_option("--dtype", a->dtype, "Weight dtype: bf16 (default), f16 or f32");
       sub.add_option("--seed", a->seed, "Random seed (same seed, same bytes)");
+      sub.add_option("--layers", a->layers,
+                     "Keep only the first N decoder layers (a large model's shapes on a small "
+                     "machine; default: all)")
+          ->check(CLI::PositiveNumber);
       sub.add_option("--threads", a->threads, "Generator threads (default: all cores)");
       return [a] { return run(*a); };
     });

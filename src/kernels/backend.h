@@ -200,6 +200,13 @@ class Backend {
                         const int32_t* slots) = 0;
   virtual void attention(const float* q, int64_t T, const AttentionBatch& rows, int64_t n_heads,
                          const KvLayerView& kv, float scale, float* out) = 0;
+  // A mixture-of-experts token's output from its k expert outputs, in one fixed order: row t of
+  // out (D floats) = sum over rank j = 0..k-1 of weights[t][j] * expert_out[t * k + j] (each
+  // product and each sum rounded separately, j ascending), then, when `shared` is not null,
+  // + sigmoid(shared_gate[t]) * shared[t] (the shared expert; shared_gate [T]).
+  virtual void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k,
+                           int64_t D, const float* shared, const float* shared_gate,
+                           float* out) = 0;
   // out[i] = x[rows[i]] (rows of D floats).
   virtual void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                            float* out) = 0;

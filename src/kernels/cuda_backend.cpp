@@ -630,6 +630,15 @@ class CudaBackend final : public Backend {
     cuda::attention(q, T, rows.block_tables, rows.table_stride, rows.n_keys, rows.max_keys,
                     n_heads, kv, scale, out);
   }
+  void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k,
+                   int64_t D, const float* shared, const float* shared_gate,
+                   float* out) override {
+    if (skip(Trace() << 29 << expert_out << weights << T << k << D << shared << shared_gate
+                     << out))
+      return;
+    OpScope t(prof_.get(), "moe_combine");
+    cuda::moe_combine(expert_out, weights, T, k, D, shared, shared_gate, out);
+  }
   void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                    float* out) override {
     if (skip(Trace() << 20 << x << rows << n << D << out)) return;

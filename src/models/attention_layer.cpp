@@ -84,9 +84,9 @@ void attention_forward(const AttentionWeights& w, const ModelConfig& c, const fl
 }
 
 MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::string& p,
-                    kernels::Backend& be) {
+                    kernels::Backend& be, int64_t intermediate) {
   MlpWeights w;
-  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t H = c.hidden_size, I = intermediate < 0 ? c.intermediate_size : intermediate;
   w.gate = be.place(matrix(ckpt, p + "gate_proj.weight", I, H));
   w.up = be.place(matrix(ckpt, p + "up_proj.weight", I, H));
   w.down = be.place(matrix(ckpt, p + "down_proj.weight", H, I));

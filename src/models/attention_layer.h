@@ -47,8 +47,10 @@ struct MlpWeights {
   kernels::Weight gate, up, down;
   kernels::Floats gate_bias, up_bias, down_bias;
 };
+// gate/up/down_proj under `prefix`, of `intermediate` rows (-1: c.intermediate_size; a shared
+// expert passes its own size).
 MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::string& prefix,
-                    kernels::Backend& be);
+                    kernels::Backend& be, int64_t intermediate = -1);
 // out[T][hidden] = down(silu(gate(h)) * up(h)).
 void mlp_forward(const MlpWeights& w, const float* h, int64_t T, float* out, kernels::Backend& be);
 

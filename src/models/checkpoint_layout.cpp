@@ -1,5 +1,6 @@
 // Tensor names and shapes per architecture, from transformers' modeling files (Llama, Qwen2,
-// Qwen3, Qwen3-Next, Qwen3.5). Shapes are [out_features, in_features] for linear weights.
+// Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Qwen3.5-MoE). Shapes are [out_features, in_features] for
+// linear weights.
 #include "models/checkpoint_layout.h"
 
 namespace lockstep {
@@ -72,12 +73,34 @@ void mlp(Layout& l, const ModelConfig& c, const std::string& p) {
   l.linear(p + "down_proj", c.hidden_size, c.intermediate_size, c.mlp_bias);
 }
 
-void decoder_layer(Layout& l, const ModelConfig& c, const std::string& p, LayerKind kind) {
+// Routed experts as transformers saves them (one tensor per expert and projection), the router,
+// and the shared expert with its gate when the family has one.
+void moe(Layout& l, const ModelConfig& c, const std::string& p) {
+  const int64_t h = c.hidden_size, i = c.moe_intermediate_size;
+  l.linear(p + "gate", c.num_experts, h, false);
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const std::string q = p + "experts." + std::to_string(e) + ".";
+    l.linear(q + "gate_proj", i, h, false);
+    l.linear(q + "up_proj", i, h, false);
+    l.linear(q + "down_proj", h, i, false);
+  }
+  if (c.shared_expert_intermediate_size > 0) {
+    const int64_t s = c.shared_expert_intermediate_size;
+    l.linear(p + "shared_expert.gate_proj", s, h, false);
+    l.linear(p + "shared_expert.up_proj", s, h, false);
+    l.linear(p + "shared_expert.down_proj", h, s, false);
+    l.linear(p + "shared_expert_gate", 1, h, false);
+  }
+}
+
+void decoder_layer(Layout& l, const ModelConfig& c, const std::string& p, LayerKind kind,
+                   bool routed) {
   l.add(p + "input_layernorm.weight", {c.hidden_size}, norm_role(c));
   if (kind == LayerKind::FullAttention) attention(l, c, p + "self_attn.");
   else gated_deltanet(l, c, p + "linear_attn.");
   l.add(p + "post_attention_layernorm.weight", {c.hidden_size}, norm_role(c));
-  mlp(l, c, p + "mlp.");
+  if (routed) moe(l, c, p + "mlp.");
+  else mlp(l, c, p + "mlp.");
 }
 
 }  // namespace
@@ -88,7 +111,8 @@ std::vector<LayoutTensor> checkpoint_layout(const ModelConfig& c, DType dtype) {
   const std::string& p = c.weight_prefix;
   l.add(p + "embed_tokens.weight", {c.vocab_size, c.hidden_size}, TensorRole::Weight);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-    decoder_layer(l, c, p + "layers." + std::to_string(i) + ".", c.layer_kind(i));
+    decoder_layer(l, c, p + "layers." + std::to_string(i) + ".", c.layer_kind(i),
+                  c.layer_is_moe(i));
   l.add(p + "norm.weight", {c.hidden_size}, norm_role(c));
   if (!c.tie_word_embeddings) l.linear("lm_head", c.vocab_size, c.hidden_size, false);
   // MTP head: fc over [norm(embed), norm(hidden)], then full-attention decoder layers.
@@ -97,7 +121,8 @@ std::vector<LayoutTensor> checkpoint_layout(const ModelConfig& c, DType dtype) {
     l.add("mtp.pre_fc_norm_hidden.weight", {c.hidden_size}, norm_role(c));
     l.linear("mtp.fc", c.hidden_size, 2 * c.hidden_size, false);
     for (int64_t i = 0; i < c.mtp_num_hidden_layers; ++i)
-      decoder_layer(l, c, "mtp.layers." + std::to_string(i) + ".", LayerKind::FullAttention);
+      decoder_layer(l, c, "mtp.layers." + std::to_string(i) + ".", LayerKind::FullAttention,
+                    c.has_moe());  // an MoE model's MTP layer routes too
     l.add("mtp.norm.weight", {c.hidden_size}, norm_role(c));
   }
   return out;

@@ -17,7 +17,8 @@ namespace lockstep {
 namespace {
 
 using json = nlohmann::json;
-constexpr const char* kSupported = "llama, qwen2, qwen3, qwen3_5, qwen3_5_text, qwen3_next";
+constexpr const char* kSupported =
+    "llama, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3_next";
 
 // Typed access to one JSON object; every error names the file and the (dotted) field.
 class Fields {
@@ -185,22 +186,84 @@ void parse_hybrid(const Fields& f, const json& obj, ModelConfig& c) {
   }
 }
 
-// Qwen3-Next is a mixture-of-experts family by default (num_experts=512); a dense variant sets
-// num_experts to 0 or lists every layer in mlp_only_layers.
-void reject_moe(const Fields& f, const json& obj, const ModelConfig& c, int64_t default_experts) {
-  int64_t experts = f.integer("num_experts", default_experts);
-  if (experts <= 0) return;
-  int64_t step = f.integer("decoder_sparse_step", 1);
-  std::vector<int64_t> dense_only;
-  if (f.has("mlp_only_layers") && obj["mlp_only_layers"].is_array())
-    for (const json& v : obj["mlp_only_layers"])
-      if (v.is_number_integer()) dense_only.push_back(v.get<int64_t>());
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    bool dense = std::find(dense_only.begin(), dense_only.end(), i) != dense_only.end();
-    if (!dense && step > 0 && (i + 1) % step == 0)
-      fail(f.source(), ": MoE ", c.model_type, " checkpoints (field \"", f.name("num_experts"),
-           "\" = ", experts, ") are not supported yet");
+// A list of layer indices (mlp_only_layers); each must name a layer.
+std::vector<int64_t> layer_list(const Fields& f, const json& obj, const char* key, int64_t layers) {
+  std::vector<int64_t> out;
+  if (!f.has(key)) return out;
+  const json& v = obj[key];
+  if (!v.is_array())
+    fail(f.source(), ": field \"", f.name(key), "\" must be a list of layer indices, found ", v.dump());
+  for (const json& e : v) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= layers)
+      fail(f.source(), ": field \"", f.name(key), "\": ", e.dump(), " is not a layer index in [0, ",
+           layers, ")");
+    out.push_back(e.get<int64_t>());
   }
+  return out;
+}
+
+// The routed experts of qwen3_moe, qwen3_5_moe_text and qwen3_next, with each family's class
+// defaults (transformers 5.17: Qwen3MoeConfig 128 experts / top 8 / 768, norm_topk_prob false;
+// Qwen3NextConfig 512 / 10 / 512, shared 512, norm_topk_prob true; Qwen3_5MoeTextConfig 256 / 8 /
+// 512, shared 512, and its router always renormalises, every layer sparse).
+void parse_moe(const Fields& f, const json& obj, ModelConfig& c) {
+  const std::string& t = c.model_type;
+  if (t != "qwen3_moe" && t != "qwen3_5_moe_text" && t != "qwen3_next") {
+    // transformers' dense classes have no experts; a config that lists some is another model.
+    if (f.integer("num_experts", 0) > 0 || f.integer("num_local_experts", 0) > 0)
+      fail(f.source(), ": field \"", f.name("num_experts"), "\" is set, but model_type ", t,
+           " is dense (the mixture-of-experts families are qwen3_moe, qwen3_5_moe_text / "
+           "qwen3_5_moe and qwen3_next)");
+    return;
+  }
+  const bool q35 = t == "qwen3_5_moe_text", next = t == "qwen3_next";
+  const int64_t def_experts = q35 ? 256 : next ? 512 : 128;
+  // transformers writes Qwen3-MoE's count as num_local_experts (its attribute map); published
+  // configs say num_experts.
+  c.num_experts = f.has("num_experts") ? f.integer("num_experts")
+                                       : f.integer("num_local_experts", def_experts);
+  if (c.num_experts < 0)
+    fail(f.source(), ": field \"", f.name("num_experts"), "\" must be >= 0, found ", c.num_experts);
+  if (q35) {
+    c.decoder_sparse_step = 1;
+    c.norm_topk_prob = true;
+  } else {
+    c.decoder_sparse_step = f.integer("decoder_sparse_step", 1);
+    c.norm_topk_prob = f.boolean("norm_topk_prob", next);
+    c.mlp_only_layers = layer_list(f, obj, "mlp_only_layers", c.num_hidden_layers);
+    if (c.decoder_sparse_step < 1)
+      fail(f.source(), ": field \"", f.name("decoder_sparse_step"), "\" must be >= 1, found ",
+           c.decoder_sparse_step);
+  }
+  if (!c.has_moe()) {
+    c.num_experts = 0;  // every layer dense: nothing below is read
+    return;
+  }
+  c.num_experts_per_tok = f.integer("num_experts_per_tok", q35 ? 8 : next ? 10 : 8);
+  c.moe_intermediate_size = f.integer("moe_intermediate_size", next || q35 ? 512 : 768);
+  if (t != "qwen3_moe")
+    c.shared_expert_intermediate_size = f.integer("shared_expert_intermediate_size", 512);
+  if (c.num_experts_per_tok < 1 || c.num_experts_per_tok > c.num_experts)
+    fail(f.source(), ": field \"", f.name("num_experts_per_tok"), "\" must be in [1, ",
+         c.num_experts, "] (num_experts), found ", c.num_experts_per_tok);
+  if (c.moe_intermediate_size <= 0)
+    fail(f.source(), ": field \"", f.name("moe_intermediate_size"), "\" must be positive, found ",
+         c.moe_intermediate_size);
+  if (c.shared_expert_intermediate_size < 0)
+    fail(f.source(), ": field \"", f.name("shared_expert_intermediate_size"),
+         "\" must be >= 0, found ", c.shared_expert_intermediate_size);
+}
+
+// Fields lockstep does not implement for these families, refused where they would change the
+// math (transformers reads them; ignoring them would silently compute another model).
+void refuse_unimplemented(const Fields& f, const ModelConfig& c) {
+  const std::string act = f.string("hidden_act", "silu");
+  if (act != "silu")
+    fail(f.source(), ": field \"", f.name("hidden_act"), "\" is \"", act, "\"; lockstep's ",
+         c.model_type, " implements only \"silu\" (SwiGLU)");
+  if (f.boolean("use_sliding_window", false))
+    fail(f.source(), ": field \"", f.name("use_sliding_window"),
+         "\" is true: sliding-window attention is not supported for ", c.model_type, " yet");
 }
 
 // MLX's top-level "quantization" block (mlx-lm writes it; "affine" mode is the only one here).
@@ -235,6 +298,19 @@ LayerKind ModelConfig::layer_kind(int64_t layer) const {
   return layer_types[static_cast<size_t>(layer)];
 }
 
+bool ModelConfig::layer_is_moe(int64_t layer) const {
+  if (num_experts <= 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end())
+    return false;
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
+bool ModelConfig::has_moe() const {
+  for (int64_t l = 0; l < num_hidden_layers; ++l)
+    if (layer_is_moe(l)) return true;
+  return false;
+}
+
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
   json root;
   try {
@@ -260,11 +336,17 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     prefix = "text_config.";
     c.weight_prefix = "model.language_model.";
     c.model_type = "qwen3_5_text";
-  } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "qwen3_5_text" ||
-             type == "qwen3_next") {
+  } else if (type == "qwen3_5_moe") {
+    if (!root.contains("text_config") || !root["text_config"].is_object())
+      fail(source, ": model_type qwen3_5_moe needs a \"text_config\" object");
+    text = &root["text_config"];
+    prefix = "text_config.";
+    c.weight_prefix = "model.language_model.";
+    c.model_type = "qwen3_5_moe_text";
+  } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "qwen3_moe" ||
+             type == "qwen3_5_text" || type == "qwen3_5_moe_text" || type == "qwen3_next") {
     c.model_type = type;
-  } else if (type == "qwen3_moe" || type == "qwen3_5_moe" || type == "qwen3_5_moe_text" ||
-             type == "qwen2_moe" || type == "mixtral") {
+  } else if (type == "qwen2_moe" || type == "mixtral") {
     fail(source, ": MoE model_type \"", type, "\" is not supported yet (supported: ", kSupported,
          ")");
   } else {
@@ -273,18 +355,21 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   }
   const json& obj = *text;
   Fields f(obj, source, prefix);
-  const bool hybrid = c.model_type == "qwen3_5_text" || c.model_type == "qwen3_next";
+  const bool hybrid = c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text" ||
+                      c.model_type == "qwen3_next";
 
   c.vocab_size = f.positive("vocab_size");
   c.hidden_size = f.positive("hidden_size");
-  c.intermediate_size = f.positive("intermediate_size");
+  // Qwen3.5-MoE has no dense MLP, so no intermediate_size.
+  c.intermediate_size = c.model_type == "qwen3_5_moe_text" ? f.integer("intermediate_size", 0)
+                                                           : f.positive("intermediate_size");
   c.num_hidden_layers = f.positive("num_hidden_layers");
   c.num_attention_heads = f.positive("num_attention_heads");
   c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
   if (c.num_key_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0)
     fail(source, ": field \"", f.name("num_key_value_heads"), "\" (", c.num_key_value_heads,
          ") must divide \"", f.name("num_attention_heads"), "\" (", c.num_attention_heads, ")");
-  // transformers' class defaults: Qwen3 128, the hybrids 256, Llama/Qwen2 hidden / heads.
+  // transformers' class defaults: Qwen3 128, the hybrids 256, Llama/Qwen2/Qwen3-MoE hidden / heads.
   int64_t default_head_dim = c.model_type == "qwen3" ? 128 : hybrid ? 256 : 0;
   if (f.has("head_dim")) {
     c.head_dim = f.positive("head_dim");
@@ -313,10 +398,9 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.qk_norm = c.model_type != "llama" && c.model_type != "qwen2";
   c.torch_dtype = f.string("torch_dtype", f.string("dtype", top.string("torch_dtype", "float32")));
 
-  if (hybrid) {
-    parse_hybrid(f, obj, c);
-    reject_moe(f, obj, c, c.model_type == "qwen3_next" ? 512 : 0);
-  }
+  if (hybrid) parse_hybrid(f, obj, c);
+  parse_moe(f, obj, c);
+  refuse_unimplemented(f, c);
 
   parse_quantization(top, root, c);
 

@@ -24,7 +24,8 @@ struct RopeScaling {
 enum class LayerKind { FullAttention, LinearAttention };
 
 struct ModelConfig {
-  std::string model_type;   // llama | qwen2 | qwen3 | qwen3_5_text | qwen3_next
+  std::string model_type;   // llama | qwen2 | qwen3 | qwen3_moe | qwen3_5_text | qwen3_5_moe_text
+                            // | qwen3_next
   std::string source;       // path of the config.json it came from
   std::string weight_prefix = "model.";  // "model.language_model." for qwen3_5 (multimodal)
 
@@ -47,6 +48,17 @@ struct ModelConfig {
   bool zero_centered_norm = false;     // RMSNorm computes x * (1 + w)
   int64_t mtp_num_hidden_layers = 0;   // MTP head layers present in config
 
+  // Mixture of experts (qwen3_moe, qwen3_5_moe_text, qwen3_next); num_experts 0: every layer
+  // dense. A layer is sparse unless listed in mlp_only_layers, and only every
+  // decoder_sparse_step-th layer is (layer_is_moe). Each routed expert is a SwiGLU MLP of
+  // moe_intermediate_size; a shared expert (shared_expert_intermediate_size > 0) runs beside the
+  // routed ones, scaled by sigmoid(shared_expert_gate(x)).
+  int64_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;
+  bool norm_topk_prob = false;  // renormalise the k routing weights to sum to 1
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+
   // MLX "quantization": {"group_size", "bits"} (0: not quantized). Which tensors are quantized,
   // and at what width, is read from each tensor's own .scales (layers may be overridden).
   int64_t quant_bits = 0, quant_group_size = 0;
@@ -56,6 +68,8 @@ struct ModelConfig {
 
   int64_t rotary_dim() const;          // head_dim * partial_rotary_factor, even
   LayerKind layer_kind(int64_t layer) const;
+  bool layer_is_moe(int64_t layer) const;
+  bool has_moe() const;  // some layer routes to experts
 };
 
 // Reads <dir>/config.json (+ generation_config.json when present).

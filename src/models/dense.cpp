@@ -1,10 +1,11 @@
-// llama / qwen2 / qwen3: embed, then per layer x += attn(norm(x)); x += mlp(norm(x)); final norm,
+// llama / qwen2 / qwen3 / qwen3_moe: embed, then per layer x += attn(norm(x)); x += mlp(norm(x)); final norm,
 // lm_head. The forward reads top to bottom; every op is a kernel from kernels/ops.h.
 #include "models/dense.h"
 
 #include "core/error.h"
 #include "models/attention_layer.h"
 #include "models/forward_common.h"
+#include "models/moe_layer.h"
 #include "models/rope_freqs.h"
 #include "models/weights.h"
 
@@ -15,7 +16,7 @@ namespace {
 struct DenseLayer {
   kernels::Floats input_norm, post_attention_norm;
   AttentionWeights attn;
-  MlpWeights mlp;
+  FeedForward mlp;  // dense, or routed experts (qwen3_moe)
 };
 
 class DenseModel final : public Model {
@@ -40,7 +41,7 @@ class DenseModel final : public Model {
       layer.post_attention_norm =
           be.upload(vector_f32(w, lp + "post_attention_layernorm.weight", H));
       layer.attn = load_attention(w, c, lp + "self_attn.", be);
-      layer.mlp = load_mlp(w, c, lp + "mlp.", be);
+      layer.mlp = load_feed_forward(w, c, lp + "mlp.", c.layer_is_moe(l), be);
       layers_.push_back(std::move(layer));
     }
     final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
@@ -69,7 +70,8 @@ class DenseModel final : public Model {
     const ModelConfig& c = config_;
     const int64_t H = c.hidden_size;
     kernels::Backend& be = *be_;
-    const std::string key = graph_key("dense", items);
+    // MoE routing reads router logits back mid-forward, so such a step is never recorded.
+    const std::string key = c.has_moe() ? "" : graph_key("dense", items);
     RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
                                 !key.empty());
@@ -87,7 +89,7 @@ class DenseModel final : public Model {
       attention_forward(L.attn, c, h.data(), T, b.rows, kv_, l, delta.data(), be);
       be.add_rms_norm(x.data(), delta.data(), T, H, L.post_attention_norm.data(), eps, false,
                       h.data());
-      mlp_forward(L.mlp, h.data(), T, delta.data(), be);
+      feed_forward(L.mlp, h.data(), T, delta.data(), be);
     }
     if (c.num_hidden_layers > 0) be.add(x.data(), delta.data(), T * H);
     return finish_forward(items, b, x.data(), H, {&final_norm_, lm_head_, eps, false}, be);

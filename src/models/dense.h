@@ -1,4 +1,5 @@
-// Dense decoder-only transformers: llama, qwen2 (q/k/v biases), qwen3 (q/k RMSNorm before RoPE).
+// Decoder-only transformers with full attention in every layer: llama, qwen2 (q/k/v biases), qwen3
+// (q/k RMSNorm before RoPE) and qwen3_moe (qwen3 with routed experts as the feed-forward block).
 #pragma once
 
 #include <memory>

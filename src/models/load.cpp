@@ -20,14 +20,12 @@ std::unique_ptr<SequenceState> Model::fork(const SequenceState& src, int64_t len
 
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
   const ModelConfig config = load_model_config(dir);
-  if (config.model_type == "llama" || config.model_type == "qwen2" ||
-      config.model_type == "qwen3")
+  const std::string& t = config.model_type;
+  if (t == "llama" || t == "qwen2" || t == "qwen3" || t == "qwen3_moe")
     return load_dense_model(config, dir, options);
-  if (config.model_type == "qwen3_5_text" || config.model_type == "qwen3_next")
+  if (t == "qwen3_5_text" || t == "qwen3_5_moe_text" || t == "qwen3_next")
     return load_qwen3_5_model(config, dir, options);
-  fail(config.source, ": model_type \"", config.model_type,
-       "\" has no forward implementation yet (supported: llama, qwen2, qwen3, qwen3_5, "
-       "qwen3_5_text, qwen3_next)");
+  fail(config.source, ": model_type \"", t, "\" has no forward implementation");
 }
 
 }  // namespace lockstep

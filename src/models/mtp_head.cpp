@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "models/attention_layer.h"
 #include "models/forward_common.h"
+#include "models/moe_layer.h"
 #include "models/weights.h"
 
 namespace lockstep {
@@ -28,7 +29,9 @@ class MtpHead final : public MtpDrafter {
     post_attention_norm_ =
         be.upload(vector_f32(w, "mtp.layers.0.post_attention_layernorm.weight", H));
     attn_ = load_attention(w, c, "mtp.layers.0.self_attn.", be);
-    mlp_ = load_mlp(w, c, "mtp.layers.0.mlp.", be);
+    // The head's MLP is routed when the checkpoint says so (Qwen3.5-MoE: a router beside experts).
+    mlp_ = load_feed_forward(w, c, "mtp.layers.0.mlp.",
+                             c.num_experts > 0 && w.has("mtp.layers.0.mlp.gate.weight"), be);
     final_norm_ = be.upload(vector_f32(w, "mtp.norm.weight", H));
   }
 
@@ -75,7 +78,7 @@ class MtpHead final : public MtpDrafter {
     attention_forward(attn_, c, h.data(), T, b.rows, kv_, 0, delta.data(), be);
     be.add_rms_norm(x.data(), delta.data(), T, H, post_attention_norm_.data(), eps,
                     c.zero_centered_norm, h.data());
-    mlp_forward(mlp_, h.data(), T, delta.data(), be);
+    feed_forward(mlp_, h.data(), T, delta.data(), be);
     be.add(x.data(), delta.data(), T * H);
     return finish_forward(fwd, b, x.data(), H,
                           {&final_norm_, s_.lm_head, eps, c.zero_centered_norm}, be);
@@ -87,7 +90,7 @@ class MtpHead final : public MtpDrafter {
   kernels::Floats norm_embedding_, norm_hidden_, input_norm_, post_attention_norm_, final_norm_;
   kernels::Weight fc_;
   AttentionWeights attn_;
-  MlpWeights mlp_;
+  FeedForward mlp_;
 };
 
 }  // namespace

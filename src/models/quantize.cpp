@@ -22,17 +22,31 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
-bool is_embedding(const std::string& name) {
-  return ends_with(name, "embed_tokens.weight") || name == "lm_head.weight";
+
+// A stack of expert matrices [E][rows][cols]: transformers 5's fused experts.gate_up_proj /
+// experts.down_proj, or a float switch_mlp.*.weight. Quantized as E * rows rows, so the output is
+// MLX's 3-D switch_mlp form under the same name (codes, .scales and .biases all [E][rows][...]).
+bool is_expert_stack(const TensorInfo& t) {
+  return t.shape.size() == 3 && (ends_with(t.name, "experts.gate_up_proj") ||
+                                 ends_with(t.name, "experts.down_proj") ||
+                                 ends_with(t.name, ".weight"));
 }
 
-// A matrix the model multiplies by (2-D float ".weight") and the group size fits.
+// A float matrix (or expert stack) the model multiplies by.
+bool is_matrix(const TensorInfo& t) {
+  return is_float(t.dtype) &&
+         ((ends_with(t.name, ".weight") && t.shape.size() == 2) || is_expert_stack(t));
+}
+
+// ... that the group size fits.
 bool quantizable(const TensorInfo& t, const QuantizeOptions& o) {
-  return ends_with(t.name, ".weight") && t.shape.size() == 2 && is_float(t.dtype) &&
-         t.shape[1] % o.group_size == 0;
+  return is_matrix(t) && t.shape.back() % o.group_size == 0;
 }
 
-std::string stem(const std::string& name) { return name.substr(0, name.size() - 7); }
+// The name a tensor's .scales / .biases hang off ("x.weight" -> "x"; a fused stack keeps its name).
+std::string stem(const std::string& name) {
+  return ends_with(name, ".weight") ? name.substr(0, name.size() - 7) : name;
+}
 
 // The input's config.json with MLX's "quantization" block (and its "quantization_config" copy,
 // as mlx-lm writes both); matrices left in float are listed by module path as false.
@@ -73,6 +87,12 @@ void copy_side_files(const QuantizeOptions& o) {
 
 }  // namespace
 
+bool quantize_keeps_float(const std::string& name, bool keep_embeddings) {
+  if (ends_with(name, "mlp.gate.weight") || ends_with(name, "shared_expert_gate.weight"))
+    return true;
+  return keep_embeddings && (ends_with(name, "embed_tokens.weight") || name == "lm_head.weight");
+}
+
 QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   if (o.bits != 4 && o.bits != 8) fail("--bits: expected 4 or 8, found ", o.bits);
   if (o.group_size <= 0 || o.group_size % kernels::kLanes != 0)
@@ -93,33 +113,37 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     const TensorInfo& t = *ckpt->find(name);
     tensors.push_back(&t);
     sum.bytes_in += t.nbytes;
-    const bool keep = o.keep_embeddings && is_embedding(name);
+    const bool keep = quantize_keeps_float(name, o.keep_embeddings);
     if (!quantizable(t, o) || keep) {
-      if (ends_with(name, ".weight") && t.shape.size() == 2 && is_float(t.dtype))
-        kept_matrices.push_back(name);
+      if (is_matrix(t)) kept_matrices.push_back(name);
       headers.push_back({name, t.dtype, t.shape});
       ++sum.kept;
       continue;
     }
-    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const int64_t cols = t.shape.back();
     const DType sd = kernels::default_scale_dtype(t.dtype);
-    headers.push_back({name, DType::U32, {rows, cols * o.bits / 32}});
-    headers.push_back({stem(name) + ".scales", sd, {rows, cols / o.group_size}});
-    headers.push_back({stem(name) + ".biases", sd, {rows, cols / o.group_size}});
+    auto shape_with_last = [&](int64_t last) {
+      std::vector<int64_t> s = t.shape;
+      s.back() = last;
+      return s;
+    };
+    headers.push_back({name, DType::U32, shape_with_last(cols * o.bits / 32)});
+    headers.push_back({stem(name) + ".scales", sd, shape_with_last(cols / o.group_size)});
+    headers.push_back({stem(name) + ".biases", sd, shape_with_last(cols / o.group_size)});
     ++sum.quantized;
   }
   const fs::path out_file = fs::path(o.out_dir) / "model.safetensors";
   SafetensorsWriter writer(out_file.string(), headers, {{"format", "mlx"}});
   for (const TensorInfo* t : tensors) {
-    const bool keep = o.keep_embeddings && is_embedding(t->name);
+    const bool keep = quantize_keeps_float(t->name, o.keep_embeddings);
     if (!quantizable(*t, o) || keep) {
       writer.write(t->data, t->nbytes);
       continue;
     }
-    kernels::Weight w;
+    kernels::Weight w;  // an expert stack [E][rows][cols] quantizes as E * rows rows
     w.dtype = t->dtype;
-    w.rows = t->shape[0];
-    w.cols = t->shape[1];
+    w.cols = t->shape.back();
+    w.rows = t->numel() / w.cols;
     w.data = t->data;
     const kernels::QuantizedMatrix q = kernels::quantize_affine(
         w, o.bits, o.group_size, kernels::default_scale_dtype(t->dtype), pool);

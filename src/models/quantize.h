@@ -1,7 +1,9 @@
 // `lockstep quantize`: rewrites a float checkpoint in MLX's group-wise affine layout
 // (kernels/quant_format.h): every 2-D float `*.weight` whose row length the group size divides
-// becomes `.weight` (packed uint32 codes), `.scales` and `.biases`; every other tensor (norms,
-// biases, conv kernels, A_log, ...) is copied unchanged. config.json gains MLX's "quantization"
+// becomes `.weight` (packed uint32 codes), `.scales` and `.biases`, and so does every stack of
+// expert matrices (transformers' fused experts.gate_up_proj / experts.down_proj [E][rows][cols]:
+// codes, .scales and .biases [E][rows][...], MLX's 3-D switch_mlp form under the same name);
+// every other tensor (norms, biases, conv kernels, A_log, MoE routers, ...) is copied unchanged. config.json gains MLX's "quantization"
 // block; tokenizer and generation files are copied.
 #pragma once
 
@@ -25,5 +27,10 @@ struct QuantizeSummary {
 };
 
 QuantizeSummary quantize_checkpoint(const QuantizeOptions& options);
+
+// Matrices both quantizers (this one and --quantize at load) keep in float: MoE routers
+// (mlp.gate, shared_expert_gate: tiny, and a flipped routing decision costs more than the bytes),
+// and embed_tokens / lm_head when keep_embeddings is set.
+bool quantize_keeps_float(const std::string& name, bool keep_embeddings);
 
 }  // namespace lockstep

@@ -11,6 +11,7 @@
 #include "models/forward_common.h"
 #include "models/gated_deltanet_layer.h"
 #include "models/hybrid_state.h"
+#include "models/moe_layer.h"
 #include "models/mtp_head.h"
 #include "models/rope_freqs.h"
 #include "models/weights.h"
@@ -25,7 +26,7 @@ struct HybridLayer {
   kernels::Floats input_norm, post_attention_norm;
   AttentionWeights attn;
   DeltaNetWeights deltanet;
-  MlpWeights mlp;
+  FeedForward mlp;  // dense, or routed experts (qwen3_5_moe_text, sparse qwen3_next layers)
 };
 
 int64_t count_layers(const ModelConfig& c, LayerKind kind) {
@@ -68,7 +69,7 @@ class HybridModel final : public Model {
         layer.index = n_linear_++;
         layer.deltanet = load_deltanet(w, c, lp + "linear_attn.", be);
       }
-      layer.mlp = load_mlp(w, c, lp + "mlp.", be);
+      layer.mlp = load_feed_forward(w, c, lp + "mlp.", c.layer_is_moe(l), be);
       layers_.push_back(std::move(layer));
     }
     final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
@@ -133,7 +134,8 @@ class HybridModel final : public Model {
         state_of(*it.seq).reserve_rollback(dims_, static_cast<int64_t>(it.tokens.size()));
     // Recorded (CUDA graph) like any small step; flatten_batch validates ids before any state
     // changes.
-    const std::string key = graph_key("hybrid", items);
+    // MoE routing reads router logits back mid-forward, so such a step is never recorded.
+    const std::string key = c.has_moe() ? "" : graph_key("hybrid", items);
     RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
                                 !key.empty());
@@ -221,7 +223,7 @@ class HybridModel final : public Model {
       }
       be.add_rms_norm(x.data(), delta.data(), T, H, L.post_attention_norm.data(), eps, true,
                       h.data());
-      mlp_forward(L.mlp, h.data(), T, delta.data(), be);
+      feed_forward(L.mlp, h.data(), T, delta.data(), be);
     }
     if (!layers_.empty()) be.add(x.data(), delta.data(), T * H);
     return finish_forward(items, b, x.data(), H, {&final_norm_, lm_head_, eps, true}, be);

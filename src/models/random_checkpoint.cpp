@@ -97,6 +97,43 @@ json hybrid_config(const Hybrid& h) {
           {"eos_token_id", h.eos}};
 }
 
+// Routed experts on top of a dense or hybrid config (shared: the shared expert's width, 0: none).
+json with_experts(json c, int64_t experts, int64_t top_k, int64_t moe_intermediate,
+                  int64_t shared, bool norm_topk) {
+  c["num_experts"] = experts;
+  c["num_experts_per_tok"] = top_k;
+  c["moe_intermediate_size"] = moe_intermediate;
+  c["norm_topk_prob"] = norm_topk;
+  c["decoder_sparse_step"] = 1;
+  c["mlp_only_layers"] = json::array();
+  if (shared > 0) c["shared_expert_intermediate_size"] = shared;
+  return c;
+}
+
+// Qwen3.5-MoE text config: the hybrid with every MLP routed and no dense intermediate size.
+json hybrid_moe_config(const Hybrid& h, int64_t experts, int64_t top_k, int64_t moe_intermediate,
+                       int64_t shared) {
+  json c = with_experts(hybrid_config(h), experts, top_k, moe_intermediate, shared, true);
+  c["architectures"] = {"Qwen3_5MoeForCausalLM"};
+  c["model_type"] = "qwen3_5_moe_text";
+  c.erase("intermediate_size");
+  c.erase("decoder_sparse_step");
+  c.erase("mlp_only_layers");
+  c.erase("norm_topk_prob");  // Qwen3.5-MoE always renormalises
+  return c;
+}
+
+// Qwen3-Next: the hybrid layout with fused projections, routed experts and a shared expert.
+json next_config(const Hybrid& h, int64_t experts, int64_t top_k, int64_t moe_intermediate,
+                 int64_t shared) {
+  json c = with_experts(hybrid_config(h), experts, top_k, moe_intermediate, shared, true);
+  c["architectures"] = {"Qwen3NextForCausalLM"};
+  c["model_type"] = "qwen3_next";
+  c["mtp_num_hidden_layers"] = 0;  // lockstep reads Qwen3-Next's mtp.* only from real checkpoints
+  c["tie_word_embeddings"] = false;
+  return c;
+}
+
 json preset(const std::string& like) {
   if (like == "qwen3-0.6b")
     return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 40960,
@@ -121,6 +158,24 @@ json preset(const std::string& like) {
   if (like == "qwen3.5-0.8b")
     return hybrid_config({248320, 1024, 3584, 24, 8, 2, 256, 262144, 16, 16, 128, 128, 4, 1e7,
                           248044});
+  // Mixture of experts (shapes of the released checkpoints; --layers makes fewer of them).
+  if (like == "qwen3-30b-a3b") {
+    json c = with_experts(dense_config({"qwen3_moe", "Qwen3MoeForCausalLM", 151936, 2048, 6144,
+                                        48, 32, 4, 128, 40960, 1e6, 1e-6, false, 151643, 151645}),
+                          128, 8, 768, 0, true);
+    return c;
+  }
+  if (like == "qwen3.5-35b-a3b") {
+    json c = hybrid_moe_config({248320, 2048, 0, 40, 16, 2, 256, 262144, 16, 32, 128, 128, 4, 1e7,
+                                248044},
+                               256, 8, 512, 512);
+    c["tie_word_embeddings"] = false;
+    return c;
+  }
+  if (like == "qwen3-next-80b-a3b")
+    return next_config({151936, 2048, 5120, 48, 16, 2, 256, 262144, 16, 32, 128, 128, 4, 1e7,
+                        151645},
+                       512, 10, 512, 512);
   // Test presets: tiny, but every feature of the family switched on.
   if (like == "tiny-llama") {
     json c = dense_config({"llama", "LlamaForCausalLM", 512, 64, 128, 2, 4, 2, 16, 2048, 10000.0,
@@ -137,6 +192,16 @@ json preset(const std::string& like) {
                          true, 1, 2});
   if (like == "tiny-qwen3.5")  // more value heads than key heads, as in the larger Qwen3.5s
     return hybrid_config({512, 64, 128, 4, 4, 2, 32, 4096, 2, 4, 16, 16, 4, 1e7, 2});
+  if (like == "tiny-qwen3-moe") {  // layer 1 dense, so both feed-forward kinds run
+    json c = with_experts(dense_config({"qwen3_moe", "Qwen3MoeForCausalLM", 512, 64, 128, 3, 4, 2,
+                                        32, 4096, 1e6, 1e-6, false, 1, 2}),
+                          8, 3, 32, 0, true);
+    c["mlp_only_layers"] = {1};
+    return c;
+  }
+  if (like == "tiny-qwen3.5-moe")  // with the MTP head, whose MLP routes too
+    return hybrid_moe_config({512, 64, 0, 4, 4, 2, 32, 4096, 2, 4, 16, 16, 4, 1e7, 2}, 8, 2, 32,
+                             48);
   std::string names;
   for (const auto& n : random_checkpoint_presets()) names += (names.empty() ? "" : ", ") + n;
   fail("--like: unknown preset \"", like, "\" (expected one of ", names, ")");
@@ -199,19 +264,36 @@ void encode(DType d, float v, uint8_t* out) {
 }  // namespace
 
 std::vector<std::string> random_checkpoint_presets() {
-  return {"qwen3-0.6b", "qwen3-1.7b", "qwen3-8b", "llama-3.2-1b", "qwen3.5-0.8b",
-          "tiny-llama", "tiny-qwen3", "tiny-qwen3.5"};
+  return {"qwen3-0.6b",      "qwen3-1.7b",         "qwen3-8b",   "llama-3.2-1b",
+          "qwen3.5-0.8b",    "qwen3-30b-a3b",      "qwen3.5-35b-a3b",
+          "qwen3-next-80b-a3b", "tiny-llama",      "tiny-qwen3", "tiny-qwen3.5",
+          "tiny-qwen3-moe",  "tiny-qwen3.5-moe"};
 }
 
-std::string preset_config_json(const std::string& like, DType dtype) {
+std::string preset_config_json(const std::string& like, DType dtype, int64_t layers) {
   json c = preset(like);
   c["torch_dtype"] = torch_dtype_name(dtype);
+  if (layers > 0) {  // the first `layers` of the model; a hybrid keeps its layer pattern
+    if (c.contains("layer_types")) {
+      const json all = c["layer_types"];
+      json kept = json::array();
+      for (int64_t i = 0; i < layers; ++i) kept.push_back(all[i % all.size()]);
+      c["layer_types"] = kept;
+    }
+    if (c.contains("mlp_only_layers")) {
+      json kept = json::array();
+      for (const json& l : c["mlp_only_layers"])
+        if (l.get<int64_t>() < layers) kept.push_back(l);
+      c["mlp_only_layers"] = kept;
+    }
+    c["num_hidden_layers"] = layers;
+  }
   return c.dump(2) + "\n";
 }
 
 RandomCheckpointSummary make_random_checkpoint(const RandomCheckpointOptions& o) {
   namespace fs = std::filesystem;
-  const std::string config_text = preset_config_json(o.like, o.dtype);
+  const std::string config_text = preset_config_json(o.like, o.dtype, o.layers);
   const fs::path dir(o.out_dir);
   std::error_code ec;
   fs::create_directories(dir, ec);

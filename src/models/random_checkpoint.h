@@ -12,18 +12,21 @@
 
 namespace lockstep {
 
-// Names accepted by --like: qwen3-0.6b, qwen3-1.7b, qwen3-8b, llama-3.2-1b, qwen3.5-0.8b,
-// tiny-llama, tiny-qwen3, tiny-qwen3.5.
+// Names accepted by --like: qwen3-0.6b, qwen3-1.7b, qwen3-8b, llama-3.2-1b, qwen3.5-0.8b, the
+// mixtures of experts qwen3-30b-a3b, qwen3.5-35b-a3b, qwen3-next-80b-a3b, and the test presets
+// tiny-llama, tiny-qwen3, tiny-qwen3.5, tiny-qwen3-moe, tiny-qwen3.5-moe.
 std::vector<std::string> random_checkpoint_presets();
 
-// The config.json text of a preset (torch_dtype set from `dtype`); an Error for unknown names.
-std::string preset_config_json(const std::string& like, DType dtype);
+// The config.json text of a preset (torch_dtype set from `dtype`; layers > 0 keeps only the first
+// `layers` layers, so a large model's shapes fit a small machine); an Error for unknown names.
+std::string preset_config_json(const std::string& like, DType dtype, int64_t layers = 0);
 
 struct RandomCheckpointOptions {
   std::string like;
   std::string out_dir;
   DType dtype = DType::BF16;
   uint64_t seed = 0;
+  int64_t layers = 0;     // > 0: only the first `layers` decoder layers (preset_config_json)
   int threads = 0;        // 0: all available cores
   bool progress = true;   // progress lines on stderr for large checkpoints
 };

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/ref/ref_ops.h"
+#include "models/quantize.h"
 
 namespace lockstep {
 
@@ -54,11 +55,62 @@ kernels::Weight quantized_view(const Checkpoint& ckpt, const std::string& name,
   return w;
 }
 
+std::string stem_of(const std::string& name) {
+  return ends_with(name, ".weight") ? name.substr(0, name.size() - 7) : name;
+}
+
 }  // namespace
+
+kernels::Weight stacked_matrix(const Checkpoint& ckpt, const std::string& name, int64_t count,
+                               int64_t total_rows, int64_t cols, int64_t index, int64_t row_begin,
+                               int64_t rows) {
+  if (index < 0 || index >= count || row_begin < 0 || row_begin + rows > total_rows)
+    fail("stacked_matrix: slice ", index, " rows [", row_begin, ", ", row_begin + rows,
+         ") outside [", count, ", ", total_rows, "] of ", name);
+  const std::string stem = stem_of(name);
+  const int64_t first_row = index * total_rows + row_begin;  // of the [count * total_rows] rows
+  if (ckpt.has(stem + ".scales")) {
+    const TensorInfo& codes = ckpt.require(name, {}, {DType::U32});
+    const TensorInfo& scales =
+        ckpt.require(stem + ".scales", {}, {DType::BF16, DType::F16, DType::F32});
+    if (codes.shape.size() != 3 || codes.shape[0] != count || codes.shape[1] != total_rows ||
+        codes.shape[2] <= 0 || (32 * codes.shape[2]) % cols != 0)
+      fail(codes.file, ": tensor ", name, ": expected packed codes [", count, ", ", total_rows,
+           ", cols * bits / 32] for ", cols, " columns, found ", codes.shape_string());
+    if (scales.shape.size() != 3 || scales.shape[0] != count || scales.shape[1] != total_rows ||
+        scales.shape[2] <= 0 || cols % scales.shape[2] != 0)
+      fail(scales.file, ": tensor ", stem, ".scales: expected [", count, ", ", total_rows, ", ",
+           cols, " / group_size], found ", scales.shape_string());
+    const TensorInfo& biases = ckpt.require(stem + ".biases", scales.shape, {scales.dtype});
+    const int64_t words = codes.shape[2], groups = scales.shape[2];
+    const size_t sbytes = dtype_size(scales.dtype);
+    kernels::Weight w;
+    w.rows = rows;
+    w.cols = cols;
+    w.data = codes.data + first_row * words * sizeof(uint32_t);
+    w.quant = kernels::QuantFormat::Affine;
+    w.bits = static_cast<int>(32 * words / cols);
+    w.group_size = cols / groups;
+    w.scale_dtype = scales.dtype;
+    w.scales = scales.data + first_row * groups * sbytes;
+    w.biases = biases.data + first_row * groups * sbytes;
+    kernels::check_quant_layout(w, (ckpt.dir() + ": tensor " + name).c_str());
+    return w;
+  }
+  const TensorInfo& t = ckpt.require(name, {count, total_rows, cols},
+                                     {DType::F32, DType::BF16, DType::F16});
+  kernels::Weight w;
+  w.dtype = t.dtype;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = t.data + first_row * cols * static_cast<int64_t>(dtype_size(t.dtype));
+  if (QuantizeOnLoad* q = quantizer_for(ckpt)) return q->convert(name, w);
+  return w;
+}
 
 kernels::Weight matrix(const Checkpoint& ckpt, const std::string& name, int64_t rows,
                        int64_t cols) {
-  const std::string stem = ends_with(name, ".weight") ? name.substr(0, name.size() - 7) : name;
+  const std::string stem = stem_of(name);
   if (ckpt.has(stem + ".scales")) return quantized_view(ckpt, name, stem, rows, cols);
   const TensorInfo& t = ckpt.require(name, {rows, cols});
   if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
@@ -109,8 +161,7 @@ QuantizeOnLoad::~QuantizeOnLoad() {
 }
 
 kernels::Weight QuantizeOnLoad::convert(const std::string& name, const kernels::Weight& w) {
-  if (keep_embeddings_ && (ends_with(name, "embed_tokens.weight") || name == "lm_head.weight"))
-    return w;
+  if (quantize_keeps_float(name, keep_embeddings_)) return w;
   if (w.cols % group_size_ != 0) return w;
   owned_.push_back(kernels::quantize_affine(w, bits_, group_size_,
                                             kernels::default_scale_dtype(w.dtype), *pool_));

@@ -19,6 +19,14 @@ namespace lockstep {
 // size are read from those shapes, so per-layer overrides load too). While a QuantizeOnLoad for
 // `ckpt` is alive, float matrices are quantized instead (owned by it).
 kernels::Weight matrix(const Checkpoint& ckpt, const std::string& name, int64_t rows, int64_t cols);
+// Rows [row_begin, row_begin + rows) of matrix `index` in a stacked tensor `name` of `count`
+// matrices [count][total_rows][cols] (fused experts: experts.gate_up_proj [E][2I][H]), viewed in
+// place: float, or MLX group-wise affine when `<stem>.scales` exists (codes [count][total_rows]
+// [cols * bits / 32], scales and biases [count][total_rows][cols / group_size]: MLX's switch_mlp
+// layout). Quantized on load like matrix() while a QuantizeOnLoad is alive.
+kernels::Weight stacked_matrix(const Checkpoint& ckpt, const std::string& name, int64_t count,
+                               int64_t total_rows, int64_t cols, int64_t index, int64_t row_begin,
+                               int64_t rows);
 // A vector of n elements converted to float32 (norm weights, biases: small, used every token).
 std::vector<float> vector_f32(const Checkpoint& ckpt, const std::string& name, int64_t n);
 // Any tensor converted to float32, checked against `shape`.

@@ -197,16 +197,73 @@ TEST(ConfigTest, Qwen35MultimodalWrapper) {
   expect_error(R"({"model_type": "qwen3_5"})", {"text_config"});
 }
 
-TEST(ConfigTest, MoeRejected) {
-  expect_error(R"({"model_type": "qwen3_moe"})", {"MoE", "qwen3_moe", "not supported yet"});
-  expect_error(R"({"model_type": "qwen3_5_moe"})", {"MoE", "not supported yet"});
-  // Qwen3-Next defaults to 512 experts when num_experts is absent.
-  expect_error(R"({"model_type": "qwen3_next", "vocab_size": 8, "hidden_size": 64,
-    "intermediate_size": 8, "num_hidden_layers": 4, "num_attention_heads": 4})",
-               {"MoE", "num_experts", "not supported yet"});
+// Mixture-of-experts families: each family's transformers class defaults when a key is absent.
+TEST(ConfigTest, MoeFamiliesAndTheirDefaults) {
+  ModelConfig q3 = parse(R"({"model_type": "qwen3_moe", "vocab_size": 8, "hidden_size": 64,
+    "intermediate_size": 8, "num_hidden_layers": 4, "num_attention_heads": 4})");
+  EXPECT_EQ(q3.num_experts, 128);
+  EXPECT_EQ(q3.num_experts_per_tok, 8);
+  EXPECT_EQ(q3.moe_intermediate_size, 768);
+  EXPECT_EQ(q3.shared_expert_intermediate_size, 0);
+  EXPECT_FALSE(q3.norm_topk_prob);
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_EQ(q3.head_dim, 16);  // hidden / heads: Qwen3MoeConfig has no head_dim default
+  for (int64_t l = 0; l < 4; ++l) EXPECT_TRUE(q3.layer_is_moe(l));
+
+  // transformers writes the count as num_local_experts; sparse step and dense-only layers.
+  ModelConfig stepped = parse(R"({"model_type": "qwen3_moe", "vocab_size": 8, "hidden_size": 64,
+    "intermediate_size": 8, "num_hidden_layers": 6, "num_attention_heads": 4,
+    "num_local_experts": 6, "num_experts_per_tok": 2, "decoder_sparse_step": 2,
+    "mlp_only_layers": [3], "norm_topk_prob": true})");
+  EXPECT_EQ(stepped.num_experts, 6);
+  EXPECT_TRUE(stepped.norm_topk_prob);
+  const bool want[] = {false, true, false, false, false, true};  // (l + 1) % 2 == 0, not layer 3
+  for (int64_t l = 0; l < 6; ++l) EXPECT_EQ(stepped.layer_is_moe(l), want[l]) << "layer " << l;
+
+  ModelConfig next = parse(R"({"model_type": "qwen3_next", "vocab_size": 8, "hidden_size": 64,
+    "intermediate_size": 8, "num_hidden_layers": 4, "num_attention_heads": 4})");
+  EXPECT_EQ(next.num_experts, 512);
+  EXPECT_EQ(next.num_experts_per_tok, 10);
+  EXPECT_EQ(next.moe_intermediate_size, 512);
+  EXPECT_EQ(next.shared_expert_intermediate_size, 512);
+  EXPECT_TRUE(next.norm_topk_prob);
+  EXPECT_TRUE(next.has_moe());
+
+  // The multimodal wrapper: no dense intermediate_size, every layer sparse, always renormalised.
+  ModelConfig q35 = parse(R"({"model_type": "qwen3_5_moe", "text_config": {
+    "model_type": "qwen3_5_moe_text", "vocab_size": 8, "hidden_size": 64, "num_hidden_layers": 4,
+    "num_attention_heads": 4, "norm_topk_prob": false}})");
+  EXPECT_EQ(q35.model_type, "qwen3_5_moe_text");
+  EXPECT_EQ(q35.weight_prefix, "model.language_model.");
+  EXPECT_EQ(q35.num_experts, 256);
+  EXPECT_EQ(q35.num_experts_per_tok, 8);
+  EXPECT_EQ(q35.shared_expert_intermediate_size, 512);
+  EXPECT_TRUE(q35.norm_topk_prob);
+  EXPECT_EQ(q35.intermediate_size, 0);
+  for (int64_t l = 0; l < 4; ++l) EXPECT_TRUE(q35.layer_is_moe(l));
+
+  // Every layer listed as dense: a dense model (the experts' fields are not read).
+  ModelConfig dense = parse(R"({"model_type": "qwen3_next", "vocab_size": 8, "hidden_size": 64,
+    "intermediate_size": 8, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "mlp_only_layers": [0, 1], "num_experts_per_tok": 0})");
+  EXPECT_FALSE(dense.has_moe());
+}
+
+TEST(ConfigTest, MoeErrorsNameTheField) {
+  const std::string base = R"("model_type": "qwen3_moe", "vocab_size": 8, "hidden_size": 64,
+    "intermediate_size": 8, "num_hidden_layers": 4, "num_attention_heads": 4)";
+  expect_error("{" + base + R"(, "num_experts": 4, "num_experts_per_tok": 5})",
+               {"dir/config.json", "num_experts_per_tok", "[1, 4]", "5"});
+  expect_error("{" + base + R"(, "decoder_sparse_step": 0})", {"decoder_sparse_step", ">= 1"});
+  expect_error("{" + base + R"(, "mlp_only_layers": [1, 9]})", {"mlp_only_layers", "9", "[0, 4)"});
+  expect_error("{" + base + R"(, "moe_intermediate_size": 0})", {"moe_intermediate_size"});
+  expect_error("{" + base + R"(, "hidden_act": "gelu"})", {"hidden_act", "gelu", "silu"});
+  expect_error("{" + base + R"(, "use_sliding_window": true})", {"use_sliding_window"});
+  // Routed experts on a dense family would be silently dropped: refused.
   expect_error(R"({"model_type": "qwen3_5_text", "vocab_size": 8, "hidden_size": 64,
     "intermediate_size": 8, "num_hidden_layers": 4, "num_attention_heads": 4,
-    "num_experts": 8})", {"MoE", "not supported yet"});
+    "num_experts": 8})", {"num_experts", "qwen3_5_moe_text"});
+  expect_error(R"({"model_type": "qwen2_moe"})", {"qwen2_moe", "not supported", "qwen3_moe"});
 }
 
 TEST(ConfigTest, UnknownTypeAndBadFields) {

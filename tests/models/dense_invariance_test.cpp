@@ -65,7 +65,7 @@ TEST_P(DenseInvariance, LogitsIndependentOfChunkingBatchThreadsAndBlocks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DenseInvariance,
-                         ::testing::Values("tiny-llama", "tiny-qwen3"));
+                         ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-qwen3-moe"));
 
 }  // namespace
 }  // namespace lockstep

@@ -219,7 +219,9 @@ TEST(GraphKey, MarksItemsThatKeepRollbackData) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, HybridInvariance,
-                         ::testing::Values("tiny-qwen3.5", "qwen35-f32", "qwen3next-f32"),
+                         ::testing::Values("tiny-qwen3.5", "qwen35-f32", "qwen3next-f32",
+                                           "tiny-qwen3.5-moe", "qwen35moe-f32",
+                                           "qwen3next-moe-f32"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (auto& ch : n)

@@ -91,7 +91,8 @@ TEST_P(MtpParity, DraftsMatchFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MtpParity,
-                         ::testing::Values("qwen35-f32", "qwen35-wrapped-bf16"),
+                         ::testing::Values("qwen35-f32", "qwen35-wrapped-bf16", "qwen35moe-f32",
+                                           "qwen35moe-wrapped-bf16"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (auto& ch : n)

@@ -96,7 +96,9 @@ TEST_P(QuantModel, FileAndLoadTimeQuantizationAgreeAndObeyTheRule) {
 INSTANTIATE_TEST_SUITE_P(Families, QuantModel,
                          ::testing::Values(Param{"tiny-llama", 4, 32}, Param{"tiny-qwen3", 8, 64},
                                            Param{"tiny-qwen3.5", 4, 64},
-                                           Param{"tiny-qwen3.5", 8, 32}),
+                                           Param{"tiny-qwen3.5", 8, 32},
+                                           Param{"tiny-qwen3-moe", 4, 32},
+                                           Param{"tiny-qwen3.5-moe", 8, 32}),
                          [](const auto& info) {
                            std::string n = info.param.like + "_" +
                                            std::to_string(info.param.bits) + "bit";

@@ -145,6 +145,45 @@ def qwen3next_f32():
         return _cfg("Qwen3NextConfig", **base)
 
 
+MOE = dict(num_experts=6, moe_intermediate_size=20)  # 6 experts: 20 tokens x top-k reach every one
+
+
+def qwen3moe_f32():
+    # Layer 1 is dense (mlp_only_layers), so the family's dense fallback is exercised too;
+    # norm_topk_prob stays at its class default (False) and head_dim is explicit as in Qwen3-30B-A3B.
+    return _cfg("Qwen3MoeConfig", vocab_size=VOCAB, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                tie_word_embeddings=False, num_experts_per_tok=3, decoder_sparse_step=1, mlp_only_layers=[1],
+                bos_token_id=1, eos_token_id=2, **MOE)
+
+
+def qwen3next_moe_f32():
+    # Every layer sparse, shared expert with its sigmoid gate, norm_topk_prob off (the class default is on).
+    return _cfg("Qwen3NextConfig", vocab_size=VOCAB, hidden_size=40, intermediate_size=56, num_hidden_layers=2,
+                layer_types=[LIN, FULL], num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                linear_key_head_dim=16, linear_value_head_dim=12, linear_num_key_heads=2,
+                linear_num_value_heads=4, linear_conv_kernel_dim=4, max_position_embeddings=256,
+                rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                    "partial_rotary_factor": 0.25},
+                tie_word_embeddings=False, mlp_only_layers=[], decoder_sparse_step=1, num_experts_per_tok=2,
+                shared_expert_intermediate_size=28, norm_topk_prob=False, bos_token_id=1, eos_token_id=2, **MOE)
+
+
+def qwen35moe_text():
+    return _cfg("Qwen3_5MoeTextConfig", vocab_size=VOCAB, hidden_size=40, num_hidden_layers=2,
+                layer_types=[LIN, FULL], num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                linear_key_head_dim=12, linear_value_head_dim=20, linear_num_key_heads=2,
+                linear_num_value_heads=4, linear_conv_kernel_dim=4, max_position_embeddings=256,
+                rms_norm_eps=1e-6, rope_parameters=dict(QWEN35_ROPE), tie_word_embeddings=False,
+                num_experts_per_tok=2, shared_expert_intermediate_size=28, bos_token_id=1, eos_token_id=2, **MOE)
+
+
+def qwen35moe_wrapped_bf16():
+    return _cfg("Qwen3_5MoeConfig", text_config=qwen35moe_text(), vision_config=dict(VISION),
+                tie_word_embeddings=False)
+
+
 # name -> (config fn, model class, weights dtype, seed, legacy rope keys in config.json, MTP, extra config keys)
 FIXTURES = {
     "llama-f32": (llama_f32, "LlamaForCausalLM", "float32", 101, True, False, {}),
@@ -161,6 +200,13 @@ FIXTURES = {
                             {"attn_output_gate": True, "mtp_num_hidden_layers": 1,
                              "mtp_use_dedicated_embeddings": False}),
     "qwen3next-f32": (qwen3next_f32, "Qwen3NextForCausalLM", "float32", 110, True, False, {}),
+    "qwen3moe-f32": (qwen3moe_f32, "Qwen3MoeForCausalLM", "float32", 111, True, False, {}),
+    "qwen3next-moe-f32": (qwen3next_moe_f32, "Qwen3NextForCausalLM", "float32", 112, True, False, {}),
+    "qwen35moe-f32": (qwen35moe_text, "Qwen3_5MoeForCausalLM", "float32", 113, False, True,
+                      {"attn_output_gate": True, "mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": False}),
+    "qwen35moe-wrapped-bf16": (qwen35moe_wrapped_bf16, "Qwen3_5MoeForConditionalGeneration", "bfloat16", 114,
+                               False, True, {"attn_output_gate": True, "mtp_num_hidden_layers": 1,
+                                             "mtp_use_dedicated_embeddings": False}),
 }
 
 
@@ -195,6 +241,8 @@ def init_tensor(name, p, g):
     if p.dim() == 2:
         scale = 3.0 if name.startswith("lm_head") else 1.0
         return scale * rn() / math.sqrt(shape[1])
+    if p.dim() == 3 and ".experts." in name:  # fused experts [E, out, in]
+        return rn() / math.sqrt(shape[2])
     raise ValueError(f"unexpected parameter {name} {shape}")
 
 
@@ -261,8 +309,9 @@ def logits_incremental(model, ids):
 
 
 def load(cls, d, dtype):
+    # Eager experts: transformers' default grouped_mm MoE path has no float64 kernel.
     model, info = getattr(transformers, cls).from_pretrained(
-        d, dtype=dtype, attn_implementation="eager", output_loading_info=True)
+        d, dtype=dtype, attn_implementation="eager", experts_implementation="eager", output_loading_info=True)
     return model.eval(), info
 
 
@@ -360,6 +409,9 @@ def make_fixture(name, outroot):
         "transformers_f32_vs_reference": (f32 - strict).abs().max().item() / scale,
         "rotary_inv_freq_float32_rel_error": rot_change,
     }
+    margin = router_margin(m64, IDS)
+    if margin is not None:
+        checks["router_min_topk_margin"] = margin
     use_strict = checks["transformers_f64_vs_strict"] < 1e-5
     ref_logits = strict if use_strict else tf64
     tv, pv = versions()
@@ -400,6 +452,126 @@ def make_fixture(name, outroot):
     return True
 
 
+# ----------------------------------------------------------------------------
+# Mixture of experts: routing margins and the other published expert layouts
+# ----------------------------------------------------------------------------
+
+def router_margin(model, ids):
+    """Smallest gap, over tokens and MoE layers, between the k-th and (k+1)-th routing probability.
+
+    A near-tie there would let float32 and float64 pick different experts, so a parity
+    fixture must keep it far from zero (recorded in checks)."""
+    seen = []
+    hooks = []
+    for name, mod in model.named_modules():
+        if name.endswith("mlp.gate") and hasattr(mod, "weight") and mod.weight.dim() == 2:
+            hooks.append(mod.register_forward_pre_hook(lambda m, a: seen.append((m.weight, a[0]))))
+    if not hooks:
+        return None
+    try:
+        logits_whole(model, ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    cfg = model.config.get_text_config()
+    k = cfg.num_experts_per_tok
+    worst = float("inf")
+    for w, x in seen:
+        probs = torch.softmax(x.reshape(-1, x.shape[-1]).double() @ w.double().t(), dim=-1)
+        top = probs.sort(dim=-1, descending=True).values
+        worst = min(worst, (top[:, k - 1] - top[:, k]).min().item())
+    return worst
+
+
+def to_fused(tensors):
+    """One tensor per expert and projection (experts.{e}.gate_proj.weight ..., what transformers'
+    save_pretrained and the published Qwen3-MoE / Qwen3-Next checkpoints hold) as transformers 5's
+    in-memory fused layout: experts.gate_up_proj [E, 2I, H] (gate rows first), experts.down_proj
+    [E, H, I]. Other tensors pass through."""
+    out, groups = {}, {}
+    for k, t in tensors.items():
+        parts = k.split(".")
+        if len(parts) > 4 and parts[-4] == "experts" and parts[-3].isdigit() and parts[-1] == "weight":
+            stem = ".".join(parts[:-3])
+            groups.setdefault(stem, {})[(int(parts[-3]), parts[-2])] = t
+        else:
+            out[k] = t
+    for stem, g in groups.items():
+        n = 1 + max(e for e, _ in g)
+        out[stem + ".gate_up_proj"] = torch.stack(
+            [torch.cat([g[(e, "gate_proj")], g[(e, "up_proj")]]) for e in range(n)]).contiguous()
+        out[stem + ".down_proj"] = torch.stack([g[(e, "down_proj")] for e in range(n)]).contiguous()
+    return out
+
+
+def save_sharded(tensors, d, shards):
+    """Tensors alternated over `shards` files (so one layer's experts span them) + the index."""
+    names = sorted(tensors)
+    weight_map, total = {}, 0
+    for s in range(shards):
+        fname = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        part = {n: tensors[n] for i, n in enumerate(names) if i % shards == s}
+        save_file(part, os.path.join(d, fname), metadata={"format": "pt"})
+        for n, t in part.items():
+            weight_map[n] = fname
+            total += t.numel() * t.element_size()
+    write_json(os.path.join(d, "model.safetensors.index.json"),
+               {"metadata": {"total_size": total}, "weight_map": weight_map})
+
+
+# variant -> (base fixture, what it changes). The variant holds the base's weights in another
+# published layout, so its reference is the base's reference, unchanged.
+VARIANTS = {
+    "qwen3moe-fused-f32": ("qwen3moe-f32", "fused experts (gate_up_proj / down_proj 3-D), 2 shards, "
+                           "config key num_experts (as published) instead of num_local_experts"),
+    "qwen3next-moe-sharded-f32": ("qwen3next-moe-f32", "one tensor per expert, 2 shards"),
+}
+
+
+def make_variant(name, outroot):
+    base, what = VARIANTS[name]
+    src, d = os.path.join(outroot, base), os.path.join(outroot, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    tensors = load_file(os.path.join(src, "model.safetensors"))
+    if "fused" in what:
+        tensors = to_fused(tensors)
+    save_sharded(tensors, d, 2)
+    for f in os.listdir(src):
+        if f.endswith(".json") and f != "reference.json":
+            shutil.copy(os.path.join(src, f), d)
+    if "num_experts (as published)" in what:
+        cfg = read_json(os.path.join(d, "config.json"))
+        cfg["num_experts"] = cfg.pop("num_local_experts")
+        write_json(os.path.join(d, "config.json"), cfg)
+    ref = read_json(os.path.join(src, "reference.json"))
+    ref["model"], ref["layout"] = name, what
+    # transformers must read this layout as the same model (its per-expert loading path).
+    try:
+        m, _ = load(FIXTURES[base][1], d, torch.float32)
+        mine = logits_whole(m.to(torch.float64), IDS)
+        m0, _ = load(FIXTURES[base][1], src, torch.float32)
+        theirs = logits_whole(m0.to(torch.float64), IDS)
+        ref["checks"]["layout_vs_base"] = (mine - theirs).abs().max().item()
+    except Exception as e:  # noqa: BLE001
+        ref["checks"]["layout_vs_base"] = f"transformers could not load it: {e}"
+    write_json(os.path.join(d, "reference.json"), ref)
+    print(f"[{name}] from {base}: {what}; layout_vs_base={ref['checks']['layout_vs_base']}")
+    print("  files:", sorted(os.listdir(d)))
+
+
+def print_moe_defaults():
+    for cls in ("Qwen3MoeConfig", "Qwen3NextConfig", "Qwen3_5MoeTextConfig"):
+        try:
+            c = getattr(transformers, cls)()
+            keys = ("num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+                    "shared_expert_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
+                    "mlp_only_layers", "head_dim", "hidden_act", "intermediate_size")
+            print(f"  defaults {cls}:", {k: getattr(c, k, "<absent>") for k in keys})
+        except Exception as e:  # noqa: BLE001
+            print(f"  defaults {cls}: {e}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures")
@@ -408,12 +580,16 @@ def main():
     torch.set_num_threads(min(8, os.cpu_count() or 1))
     tv, pv = versions()
     print(f"transformers {tv}, torch {pv}")
-    names = [n for n in FIXTURES if not args.only or n in args.only.split(",")]
+    print_moe_defaults()
+    names = [n for n in list(FIXTURES) + list(VARIANTS) if not args.only or n in args.only.split(",")]
     os.makedirs(args.out, exist_ok=True)
     ok, failed = [], []
     for name in names:
         try:
-            make_fixture(name, args.out)
+            if name in VARIANTS:
+                make_variant(name, args.out)
+            else:
+                make_fixture(name, args.out)
             ok.append(name)
         except Exception:  # noqa: BLE001
             print(f"[{name}] FAILED")

@@ -161,6 +161,21 @@ class CpuBackend final : public Backend {
     for (int64_t t = 0; t < T; ++t) r[t] = {rows.block_tables + t * rows.table_stride, rows.n_keys[t]};
     kernels::attention(q, T, r, n_heads, kv, scale, out, *threads_);
   }
+  void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k,
+                   int64_t D, const float* shared, const float* shared_gate,
+                   float* out) override {
+    for (int64_t t = 0; t < T; ++t) {
+      const float* w = weights + t * k;
+      const float* y = expert_out + t * k * D;
+      float* o = out + t * D;
+      for (int64_t d = 0; d < D; ++d) o[d] = w[0] * y[d];
+      for (int64_t j = 1; j < k; ++j)
+        for (int64_t d = 0; d < D; ++d) o[d] += w[j] * y[j * D + d];
+      if (!shared) continue;
+      const float s = sigmoid_f32(shared_gate[t]);
+      for (int64_t d = 0; d < D; ++d) o[d] += s * shared[t * D + d];
+    }
+  }
   void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                    float* out) override {
     for (int64_t i = 0; i < n; ++i)

@@ -172,6 +172,9 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
 
 // out[i][:] = x[rows[i]][:] for i < n, rows of D floats.
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out);
+// Backend::moe_combine: one thread per output element, ranks in order, each op rounded alone.
+void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k, int64_t D,
+                 const float* shared, const float* shared_gate, float* out);
 
 // Backend::choose_tokens (kernels/token_choice.h) on device logits [rules.size()][V]: greedy and
 // unfiltered Gumbel-max rows, penalties included, chosen on the GPU bitwise as

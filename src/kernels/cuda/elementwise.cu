@@ -327,6 +327,21 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* _
   out[i] = x[static_cast<int64_t>(rows[i / D]) * D + i % D];
 }
 
+__global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w,
+                                   int64_t T, int64_t k, int64_t D,
+                                   const float* __restrict__ shared,
+                                   const float* __restrict__ shared_gate, float* __restrict__ out) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= T * D) return;
+  const int64_t t = i / D, d = i % D;
+  float acc = __fmul_rn(w[t * k], y[t * k * D + d]);
+  for (int64_t j = 1; j < k; ++j) acc = __fadd_rn(acc, __fmul_rn(w[t * k + j], y[(t * k + j) * D + d]));
+  if (shared) acc = __fadd_rn(acc, __fmul_rn(sigmoid_f32(shared_gate[t]), shared[i]));
+  out[i] = acc;
+}
+
 }  // namespace
 
 void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) {
@@ -415,6 +430,12 @@ void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const i
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out) {
   if (n * D <= 0) return;
   launch("gather_rows_kernel", gather_rows_kernel, blocks_for(n * D, kThreads), kThreads, 0, x, rows, n, D, out);
+}
+
+void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k, int64_t D,
+                 const float* shared, const float* shared_gate, float* out) {
+  if (T * D <= 0) return;
+  launch("moe_combine_kernel", moe_combine_kernel, blocks_for(T * D, kThreads), kThreads, 0, expert_out, weights, T, k, D, shared, shared_gate, out);
 }
 
 }  // namespace lockstep::kernels::cuda

@@ -1,0 +1,25 @@
+// Routing of a mixture-of-experts layer, one token at a time (../shared/DESIGN.md, "Mixture of
+// experts"): softmax over the router logits, the k most probable experts in a strict total order
+// (probability descending, ties to the lowest expert id), optionally renormalised to sum to 1.
+// A token's routing is a pure function of its own logits row, so it never depends on which other
+// tokens share the call.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace lockstep {
+
+struct Routing {
+  int64_t tokens = 0, k = 0;
+  std::vector<int32_t> experts;  // [tokens][k]: rank j's expert id
+  std::vector<float> weights;    // [tokens][k]: its routing weight
+};
+
+// logits: [tokens][n_experts] router logits (host). The softmax is kernels::softmax (exp_f32,
+// the scheduled sum); the renormalising sum adds the k probabilities in rank order.
+Routing route_tokens(std::span<const float> logits, int64_t tokens, int64_t n_experts, int64_t k,
+                     bool normalize);
+
+}  // namespace lockstep
