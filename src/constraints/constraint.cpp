@@ -25,9 +25,9 @@ Grammar compile_grammar(const ConstraintSpec& spec) {
   fail("constraint: unknown kind");
 }
 
-Constraint::Constraint(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab)
+Constraint::Constraint(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab, int context_depth)
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)),
-      contexts_(std::make_unique<ContextMaskCache>(grammar_, *vocab_)) {}
+      contexts_(std::make_unique<ContextMaskCache>(grammar_, *vocab_, context_depth)) {}
 
 std::shared_ptr<const Constraint> Constraint::compile(const ConstraintSpec& spec,
                                                       std::shared_ptr<const TokenVocabulary> vocab) {
@@ -35,9 +35,10 @@ std::shared_ptr<const Constraint> Constraint::compile(const ConstraintSpec& spec
 }
 
 std::shared_ptr<const Constraint> Constraint::from_grammar(Grammar grammar,
-                                                           std::shared_ptr<const TokenVocabulary> vocab) {
+                                                           std::shared_ptr<const TokenVocabulary> vocab,
+                                                           int context_depth) {
   LOCKSTEP_CHECK(vocab != nullptr);
-  return std::make_shared<Constraint>(std::move(grammar), std::move(vocab));
+  return std::make_shared<Constraint>(std::move(grammar), std::move(vocab), context_depth);
 }
 
 ConstraintState Constraint::start() const { return ConstraintState(shared_from_this()); }

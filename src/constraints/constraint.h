@@ -64,15 +64,17 @@ class Constraint : public std::enable_shared_from_this<Constraint> {
  public:
   static std::shared_ptr<const Constraint> compile(const ConstraintSpec& spec,
                                                    std::shared_ptr<const TokenVocabulary> vocab);
+  // context_depth: see ContextMaskCache (changes speed and memory, never a mask).
   static std::shared_ptr<const Constraint> from_grammar(Grammar grammar,
-                                                        std::shared_ptr<const TokenVocabulary> vocab);
+                                                        std::shared_ptr<const TokenVocabulary> vocab,
+                                                        int context_depth = ContextMaskCache::kDefaultDepth);
 
   ConstraintState start() const;
   const Grammar& grammar() const { return grammar_; }
   const TokenVocabulary& vocab() const { return *vocab_; }
   ContextMaskCache& contexts() const { return *contexts_; }
 
-  Constraint(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab);
+  Constraint(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocab, int context_depth);
 
  private:
   Grammar grammar_;

@@ -1,6 +1,7 @@
 // TokenMask and ContextMaskCache (see token_mask.h).
 #include "constraints/token_mask.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace lockstep::constraints {
@@ -22,8 +23,8 @@ int64_t TokenMask::count() const {
   return n;
 }
 
-ContextMaskCache::ContextMaskCache(const Grammar& grammar, const TokenVocabulary& vocab)
-    : grammar_(grammar), vocab_(vocab), walker_(grammar) {}
+ContextMaskCache::ContextMaskCache(const Grammar& grammar, const TokenVocabulary& vocab, int depth)
+    : grammar_(grammar), vocab_(vocab), depth_(static_cast<size_t>(std::max(depth, 1))), walker_(grammar) {}
 
 size_t ContextMaskCache::size() const {
   std::lock_guard lock(mutex_);
@@ -39,7 +40,7 @@ std::shared_ptr<const ContextTokens> ContextMaskCache::get(const Matcher& matche
       bottom = true;
       break;
     }
-    if (positions.size() == kContextDepth) break;
+    if (positions.size() == depth_) break;
     positions.push_back(matcher.position(x));
   }
   std::string key(reinterpret_cast<const char*>(positions.data()), positions.size() * sizeof(uint32_t));

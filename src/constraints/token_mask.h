@@ -58,9 +58,12 @@ struct ContextTokens {
 
 class ContextMaskCache {
  public:
-  static constexpr int kContextDepth = 4;
+  // Stack entries that make a context. Deeper: fewer uncertain tokens but more contexts (each one
+  // a walk over the trie). 4 covers a JSON string and the rule around it. Any depth >= 1 gives
+  // the same masks (a test checks 1 and the default).
+  static constexpr int kDefaultDepth = 4;
 
-  ContextMaskCache(const Grammar& grammar, const TokenVocabulary& vocab);
+  ContextMaskCache(const Grammar& grammar, const TokenVocabulary& vocab, int depth = kDefaultDepth);
 
   // The split for the context of stack `s` of `matcher` (a sequence's matcher over the same
   // grammar). Thread-safe; computed on first use.
@@ -73,6 +76,7 @@ class ContextMaskCache {
 
   const Grammar& grammar_;
   const TokenVocabulary& vocab_;
+  const size_t depth_;
   mutable std::mutex mutex_;
   Matcher walker_;  // under mutex_: the unknown-bottom matcher the trie walks use
   std::unordered_map<std::string, std::shared_ptr<const ContextTokens>> cache_;
