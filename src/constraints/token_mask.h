@@ -59,9 +59,10 @@ struct ContextTokens {
 class ContextMaskCache {
  public:
   // Stack entries that make a context. Deeper: fewer uncertain tokens but more contexts (each one
-  // a walk over the trie). 4 covers a JSON string and the rule around it. Any depth >= 1 gives
+  // a walk over the trie). 3 covers a JSON string's content and its closing quote, and was the
+  // fastest overall on Qwen3's vocabulary (docs/constraints.md). Any depth >= 1 gives
   // the same masks (a test checks 1 and the default).
-  static constexpr int kDefaultDepth = 4;
+  static constexpr int kDefaultDepth = 3;
 
   ContextMaskCache(const Grammar& grammar, const TokenVocabulary& vocab, int depth = kDefaultDepth);
 
