@@ -14,6 +14,7 @@ packages=(
   libcpp-httplib-dev    # the OpenAI-compatible server
   python3
   python3-jinja2        # reference renderer for the chat-template parity test
+  json-schema-test-suite  # the JSON Schema organisation's cases (constraints_tests)
 )
 # Node.js and npm run the reference tokenizer library and the OpenAI client in tests. A machine
 # may carry its own Node.js build (which bundles npm and conflicts with Debian's npm package), so
