@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "decode/bench.h"
 #include "io/safetensors.h"
 #include "models/checkpoint_layout.h"
 #include "models/config.h"
@@ -56,11 +57,13 @@ json inspect(const std::string& dir) {
   const ModelConfig c = load_model_config(dir);
   const auto ck = Checkpoint::open(dir);
 
-  int64_t params = 0, mtp_params = 0;
+  int64_t params = 0, mtp_params = 0, routed_params = 0, vision_params = 0;
   for (const auto& name : ck->names()) {
     const int64_t n = ck->find(name)->numel();
     params += n;
     if (name.rfind("mtp.", 0) == 0) mtp_params += n;
+    else if (name.find("visual.") != std::string::npos) vision_params += n;
+    else if (is_routed_expert_tensor(name)) routed_params += n;
   }
   json by_dtype = json::object();
   for (const auto& [dt, bytes] : ck->bytes_by_dtype()) by_dtype[std::string(dtype_name(dt))] = bytes;
@@ -75,12 +78,22 @@ json inspect(const std::string& dir) {
   }
 
   // Names and shapes the engine will look for; anything missing is worth knowing before a run.
+  // Experts may sit in another published layout (fused or MLX switch_mlp) than the one-tensor-
+  // per-expert names listed, and quantized matrices have packed shapes: those are not flagged.
   json missing = json::array(), mismatched = json::array();
   for (const auto& t : checkpoint_layout(c, DType::F32)) {
-    if (t.header.name.rfind("mtp.", 0) == 0) continue;  // the MTP head is optional
-    const TensorInfo* found = ck->find(t.header.name);
-    if (found == nullptr) missing.push_back(t.header.name);
-    else if (found->shape != t.header.shape) mismatched.push_back(t.header.name);
+    const std::string& name = t.header.name;
+    if (name.rfind("mtp.", 0) == 0) continue;  // the MTP head is optional
+    const size_t at = name.find(".mlp.experts.");
+    if (at != std::string::npos) {
+      const std::string mlp = name.substr(0, at + 5);
+      if (ck->has(mlp + "experts.gate_up_proj") || ck->has(mlp + "switch_mlp.gate_proj.weight"))
+        continue;
+    }
+    const TensorInfo* found = ck->find(name);
+    if (found == nullptr) missing.push_back(name);
+    else if (found->shape != t.header.shape && !ck->has(name.substr(0, name.size() - 7) + ".scales"))
+      mismatched.push_back(name);
   }
 
   const bool mtp = mtp_params > 0;
@@ -115,6 +128,23 @@ json inspect(const std::string& dir) {
             {"missing_tensors", missing},
             {"mismatched_tensors", mismatched}};
   if (mtp) j["mtp_kv_bytes_per_token"] = kv_bytes_per_token(c, c.mtp_num_hidden_layers);
+  // What one batch-1 decode token reads: every weight it multiplies by, routed experts at k / E.
+  j["decode_weight_bytes_per_token"] = workload_of(dir, c, 4).weight_bytes;
+  if (c.has_moe()) {
+    int64_t moe_layers = 0;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.layer_is_moe(l);
+    const double share = static_cast<double>(c.num_experts_per_tok) / c.num_experts;
+    j["experts"] = c.num_experts;
+    j["experts_per_token"] = c.num_experts_per_tok;
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["shared_expert_intermediate_size"] = c.shared_expert_intermediate_size;
+    j["moe_layers"] = moe_layers;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    // Parameters one text token uses (MTP and vision excluded; embeddings counted).
+    j["active_parameters"] = static_cast<int64_t>(
+        static_cast<double>(params - mtp_params - vision_params - routed_params) +
+        share * routed_params);
+  }
   if (linear > 0) {
     const int64_t state = linear * linear_state_bytes(c);
     j["recurrent_state_bytes_per_sequence"] = state;
@@ -136,6 +166,18 @@ void print_table(const json& j) {
   row("vocab", num(j["vocab_size"]) + (j["tied_embeddings"].get<bool>() ? " (tied)" : ""));
   row("rope", j["rope_type"].get<std::string>() + ", theta " + num(j["rope_theta"]));
   row("context length", num(j["context_length"]));
+  if (j.contains("experts")) {
+    char a[64];
+    std::snprintf(a, sizeof a, "%.3f B", j["active_parameters"].get<double>() / 1e9);
+    row("experts", num(j["experts"]) + " routed, " + num(j["experts_per_token"]) + " per token, " +
+                       "width " + num(j["moe_intermediate_size"]) +
+                       (j["shared_expert_intermediate_size"].get<int64_t>() > 0
+                            ? ", shared expert " + num(j["shared_expert_intermediate_size"])
+                            : std::string()) +
+                       " (" + num(j["moe_layers"]) + " MoE layers" +
+                       (j["norm_topk_prob"].get<bool>() ? ", renormalised" : "") + ")");
+    row("active parameters", num(j["active_parameters"]) + " (" + a + ")");
+  }
   row("mtp head", j["mtp_head"].get<bool>()
                       ? "yes (" + num(j["mtp_parameters"]) + " parameters)"
                       : "no");
@@ -146,6 +188,9 @@ void print_table(const json& j) {
   row("bytes", num(j["bytes"]) + " (" + human_bytes(j["bytes"].get<double>()) + ")");
   for (auto it = j["bytes_by_dtype"].begin(); it != j["bytes_by_dtype"].end(); ++it)
     row(("  " + it.key()).c_str(), num(it.value()) + " (" + human_bytes(it.value().get<double>()) + ")");
+  row("decode weight bytes", num(j["decode_weight_bytes_per_token"]) + " per token (" +
+                                   human_bytes(j["decode_weight_bytes_per_token"].get<double>()) +
+                                   "; routed experts at k / E)");
   row("kv bytes per token", num(j["kv_bytes_per_token"]) + " (F32 K and V, " +
                                 num(j["full_attention_layers"]) +
                                 " full-attention layers; half that on a GPU, whose cache is BF16)");

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "decode/generate.h"
 #include "io/safetensors.h"
+#include "models/quantize.h"
 
 namespace lockstep {
 
@@ -13,10 +14,18 @@ namespace {
 bool contains(const std::string& s, const std::string& p) { return s.find(p) != std::string::npos; }
 }  // namespace
 
+bool is_routed_expert_tensor(const std::string& name) {
+  return contains(name, ".mlp.experts.") || contains(name, ".mlp.switch_mlp.");
+}
+
 Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_elem_bytes,
                      int quantize_bits, int64_t quantize_group_size) {
   auto ckpt = Checkpoint::open(dir);
   const bool untied = ckpt->has("lm_head.weight");
+  // One decode token reads k of a layer's E routed experts (their codes, scales and biases).
+  const double routed_share = c.num_experts > 0 ? static_cast<double>(c.num_experts_per_tok) /
+                                                      static_cast<double>(c.num_experts)
+                                                : 1.0;
   Workload w;
   for (const std::string& name : ckpt->names()) {
     // Not read by a plain forward: MTP heads, vision towers, and the embedding table when an
@@ -25,20 +34,32 @@ Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_el
     const bool embed = contains(name, "embed_tokens.");
     if (embed && untied) continue;
     const TensorInfo* t = ckpt->find(name);
-    // What QuantizeOnLoad turns into codes: float ".weight" matrices whose rows split into groups.
-    const bool requantized = quantize_bits > 0 && t->shape.size() == 2 &&
-                             contains(name, ".weight") && !contains(name, "conv1d") &&
+    const bool routed = is_routed_expert_tensor(name);
+    const double share = routed ? routed_share : 1.0;
+    // What QuantizeOnLoad turns into codes: float matrices (and fused expert stacks) whose rows
+    // split into groups, routers excepted.
+    const bool matrix = (t->shape.size() == 2 && contains(name, ".weight")) ||
+                        (t->shape.size() == 3 && routed);
+    const bool requantized = quantize_bits > 0 && matrix && !contains(name, "conv1d") &&
+                             !quantize_keeps_float(name, false) &&
                              (t->dtype == DType::F32 || t->dtype == DType::BF16 ||
                               t->dtype == DType::F16) &&
-                             t->shape[1] % quantize_group_size == 0;
+                             t->shape.back() % quantize_group_size == 0;
     if (requantized) {
-      const double rows = static_cast<double>(t->shape[0]), cols = static_cast<double>(t->shape[1]);
-      w.weight_bytes += rows * cols * quantize_bits / 8 +
-                        rows * (cols / static_cast<double>(quantize_group_size)) * 4;
+      const double cols = static_cast<double>(t->shape.back());
+      const double rows = static_cast<double>(t->numel()) / cols;
+      w.weight_bytes += share * (rows * cols * quantize_bits / 8 +
+                                 rows * (cols / static_cast<double>(quantize_group_size)) * 4);
     } else {
-      w.weight_bytes += static_cast<double>(t->nbytes);
+      w.weight_bytes += share * static_cast<double>(t->nbytes);
     }
-    if (t->shape.size() == 2 && !contains(name, "conv1d")) w.linear_params += t->numel();
+    // Linear parameters: float matrices, or packed codes (32 / bits weights per uint32 word).
+    if (matrix && !contains(name, "conv1d")) {
+      const double per_element =
+          t->dtype == DType::U32 && c.quant_bits > 0 ? 32.0 / static_cast<double>(c.quant_bits)
+                                                     : 1.0;
+      w.linear_params += share * per_element * static_cast<double>(t->numel());
+    }
   }
   int64_t full = 0, linear = 0;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)

@@ -31,12 +31,17 @@ struct Workload {
     return 2 * linear_params + attn_flops_per_pos * ctx + state_flops;
   }
 };
+// A mixture of experts counts its routed experts at k / E of their bytes (and parameters): the
+// active bytes a batch-1 decode token reads (router, shared expert, attention, lm_head in full).
 // kv_elem_bytes: bytes of one cached key or value element (the model's KvPool dtype: 4 on the
 // CPU, 2 on CUDA). quantize_bits (4 or 8; 0: none): the float matrices are counted as --quantize
 // stores them (codes plus a 16-bit scale and bias per group of quantize_group_size), so the floor
 // is the quantized weights' (the GPU keeps them quantized unless LOCKSTEP_CUDA_QUANT=0).
 Workload workload_of(const std::string& dir, const ModelConfig& config, int64_t kv_elem_bytes,
                      int quantize_bits = 0, int64_t quantize_group_size = 64);
+
+// A routed expert's tensor (mlp.experts.*, mlp.switch_mlp.*): what a decode token reads k / E of.
+bool is_routed_expert_tensor(const std::string& name);
 
 struct BenchOptions {
   int64_t prompt_tokens = 512, gen_tokens = 128;

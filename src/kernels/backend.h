@@ -175,6 +175,9 @@ class Backend {
   // linear() call on this backend; the CPU does them in one pool call over the union of rows,
   // CUDA in one launch per group of weights with the same split-K count (q/k/v: one launch).
   virtual void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs) = 0;
+  // Products with their own inputs (kernels::linear_grouped: the experts of an MoE layer), each y
+  // bitwise a separate linear() call; the CPU does them in one pool call, CUDA one launch each.
+  virtual void linear_grouped(std::span<const LinearJob> jobs) = 0;
   // ids were range-checked by the caller.
   virtual void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
   virtual void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps,

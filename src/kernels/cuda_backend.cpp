@@ -630,6 +630,9 @@ class CudaBackend final : public Backend {
     cuda::attention(q, T, rows.block_tables, rows.table_stride, rows.n_keys, rows.max_keys,
                     n_heads, kv, scale, out);
   }
+  void linear_grouped(std::span<const LinearJob> jobs) override {
+    for (const LinearJob& j : jobs) linear(j.x, j.M, *j.w, j.bias, j.y);
+  }
   void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k,
                    int64_t D, const float* shared, const float* shared_gate,
                    float* out) override {

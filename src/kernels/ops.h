@@ -55,6 +55,19 @@ struct LinearOut {
 // weight in decode.
 void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs, ThreadPool& pool);
 
+// One product of a linear_grouped call: y = x W^T (+ bias), x [M][w->cols], y [M][w->rows].
+struct LinearJob {
+  const float* x;
+  int64_t M;
+  const Weight* w;
+  const float* bias;  // may be null
+  float* y;
+};
+// Several products with their own inputs (a mixture-of-experts layer's experts, each over the
+// tokens routed to it) in one pool call over the union of their output rows: each y gets exactly
+// the bits of a separate linear() call.
+void linear_grouped(std::span<const LinearJob> jobs, ThreadPool& pool);
+
 // Row m of `table` (an embedding matrix [V][D]) converted to float32, for each id.
 void embedding(const Weight& table, std::span<const int32_t> ids, float* out);
 

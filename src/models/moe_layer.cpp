@@ -113,20 +113,25 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   kernels::Floats xs = be.array<float>(n * H), gate = be.array<float>(n * I),
                   up = be.array<float>(n * I), ys = be.array<float>(n * H);
   be.gather_rows(h, source.data(), n, H, xs.data());
+  // Every active expert's gate and up projections in one call, then every down projection.
+  std::vector<kernels::LinearJob> jobs;
   for (int64_t e = 0; e < E; ++e) {
     if (g.count[e] == 0) continue;
     const ExpertWeights& x = m.experts[e];
     const int64_t at = g.first[e];
-    const kernels::LinearOut gate_up[] = {{&x.gate, nullptr, gate.data() + at * I},
-                                           {&x.up, nullptr, up.data() + at * I}};
-    be.linear_multi(xs.data() + at * H, g.count[e], gate_up);
+    jobs.push_back({xs.data() + at * H, g.count[e], &x.gate, nullptr, gate.data() + at * I});
+    jobs.push_back({xs.data() + at * H, g.count[e], &x.up, nullptr, up.data() + at * I});
   }
+  be.linear_grouped(jobs);
   be.silu_mul(gate.data(), up.data(), gate.data(), n * I);
+  jobs.clear();
   for (int64_t e = 0; e < E; ++e) {
     if (g.count[e] == 0) continue;
     const int64_t at = g.first[e];
-    be.linear(gate.data() + at * I, g.count[e], m.experts[e].down, nullptr, ys.data() + at * H);
+    jobs.push_back({gate.data() + at * I, g.count[e], &m.experts[e].down, nullptr,
+                    ys.data() + at * H});
   }
+  be.linear_grouped(jobs);
   // Back into (token, rank) order, then each token's fixed-order combination.
   kernels::Floats ranked = be.array<float>(n * H);
   be.gather_rows(ys.data(), slot.data(), n, H, ranked.data());

@@ -165,6 +165,27 @@ TEST_F(CudaTest, DataMovementOpsAreExact) {
     for (int64_t d = 0; d < E; ++d) ASSERT_EQ(emb[i * E + d], bf16_to_f32(table[ids[i] * E + d]));
 }
 
+// moe_combine: each token's k expert rows weighted and summed in rank order, then the gated shared
+// expert; every operation rounded alone on both sides, so the GPU gives the CPU's bits.
+TEST_F(CudaTest, MoeCombineMatchesCpuBitwise) {
+  const int64_t T = 7, k = 3, D = 200;
+  const auto y = random_floats(T * k * D, 21), w = random_floats(T * k, 22, 0.0f, 1.0f);
+  const auto shared = random_floats(T * D, 23), gate = random_floats(T, 24, -4.0f, 4.0f);
+  DeviceBuffer<float> dy(y), dw(w), dshared(shared), dgate(gate), dout(T * D), dplain(T * D);
+  moe_combine(dy.get(), dw.get(), T, k, D, dshared.get(), dgate.get(), dout.get());
+  moe_combine(dy.get(), dw.get(), T, k, D, nullptr, nullptr, dplain.get());
+  std::vector<float> want(T * D), plain(T * D);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      float acc = w[t * k] * y[t * k * D + d];
+      for (int64_t j = 1; j < k; ++j) acc += w[t * k + j] * y[(t * k + j) * D + d];
+      plain[t * D + d] = acc;
+      want[t * D + d] = acc + sigmoid_f32(gate[t]) * shared[t * D + d];
+    }
+  EXPECT_TRUE(same_bits(dout.to_host().data(), want.data(), T * D)) << "with shared expert";
+  EXPECT_TRUE(same_bits(dplain.to_host().data(), plain.data(), T * D)) << "routed only";
+}
+
 TEST_F(CudaTest, DescribesDevice) {
   const std::string d = describe_device();
   std::printf("  device: %s\n", d.c_str());

@@ -1,6 +1,7 @@
 // linear_multi (ops.h): several weights against the same x in one pool call. Every output must
 // be bitwise what a separate linear() call gives, for float and quantized weights, mixed groups,
-// biases, M = 1..17 rows, 1 and 2 threads and every compiled SIMD target.
+// biases, M = 1..17 rows, 1 and 2 threads and every compiled SIMD target; likewise linear_grouped
+// (one input per product).
 #include <gtest/gtest.h>
 
 #include <string_view>
@@ -104,6 +105,54 @@ TEST(LinearMulti, OneWeightAndFastNumerics) {
   check({&a}, K, "one weight");
   set_numerics(Numerics::Fast);  // multi-row calls fall back to separate linear() calls
   check({&a, &b}, K, "fast");
+  set_numerics(Numerics::Exact);
+}
+
+// linear_grouped: each job has its own x and row count (an MoE layer's experts over the tokens
+// routed to each, some of them none), float and quantized, K differing between jobs (gate/up vs
+// down). Every output bitwise equal to a separate linear() call, threads 1..3, every target.
+void check_grouped(const std::vector<const Owned*>& ws, std::string_view what) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int shift = 0; shift < 4; ++shift) {
+      std::vector<std::vector<float>> xs(ws.size()), sep(ws.size()), grouped(ws.size());
+      std::vector<LinearJob> jobs;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const Owned& o = *ws[i];
+        const int64_t M = static_cast<int64_t>((i * 5 + shift * 3) % 7);  // 0 .. 6 rows
+        const float* bias = o.bias.empty() ? nullptr : o.bias.data();
+        xs[i] = test::random_floats(std::max<int64_t>(M, 1) * o.w.cols,
+                                    static_cast<uint32_t>(300 + 10 * i + shift));
+        sep[i].assign(M * o.w.rows, 0.0f);
+        grouped[i].assign(M * o.w.rows, -1.0f);
+        if (M > 0) linear(xs[i].data(), M, o.w, bias, sep[i].data(), pool);
+        jobs.push_back({xs[i].data(), M, &o.w, bias, grouped[i].data()});
+      }
+      linear_grouped(jobs, pool);
+      for (size_t i = 0; i < ws.size(); ++i)
+        ASSERT_TRUE(test::same_bits(sep[i].data(), grouped[i].data(), sep[i].size()))
+            << what << ": job " << i << " threads=" << threads << " shift=" << shift;
+    }
+  }
+}
+
+TEST(LinearGrouped, ExpertJobsMatchSeparateCalls) {
+  const Owned g = float_weight(DType::BF16, 40, 64, 31, false), u = float_weight(DType::BF16, 40, 64, 32, false),
+              d = float_weight(DType::BF16, 64, 40, 33, true), f32 = float_weight(DType::F32, 19, 72, 34, false),
+              q4 = quant_weight(4, 32, 40, 64, 35, false), q8 = quant_weight(8, 32, 23, 96, 36, true),
+              q4d = quant_weight(4, 32, 64, 128, 37, false);
+  int tested = 0;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    check_grouped({&g, &u, &g, &u, &d, &f32}, "float");
+    check_grouped({&q4, &q4, &q8, &q4d, &g, &q4}, "quantized and mixed");
+    ++tested;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(tested, 1);
+  set_numerics(Numerics::Fast);  // multi-row jobs fall back to separate linear() calls
+  check_grouped({&g, &u, &d}, "fast");
   set_numerics(Numerics::Exact);
 }
 

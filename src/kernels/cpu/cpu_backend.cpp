@@ -109,6 +109,9 @@ class CpuBackend final : public Backend {
   void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs) override {
     kernels::linear_multi(x, M, outs, *threads_);
   }
+  void linear_grouped(std::span<const LinearJob> jobs) override {
+    kernels::linear_grouped(jobs, *threads_);
+  }
   void embedding(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
     kernels::embedding(table, {ids, static_cast<size_t>(n)}, out);
   }

@@ -267,5 +267,54 @@ void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs, Th
       kGrain);
 }
 
+void linear_grouped(std::span<const LinearJob> jobs, ThreadPool& pool) {
+  if (jobs.size() <= 1 || g_numerics == Numerics::Fast) {
+    for (const LinearJob& j : jobs) linear(j.x, j.M, *j.w, j.bias, j.y, pool);
+    return;
+  }
+  // As linear_multi: job i owns output rows [start[i], start[i] + rows) of the union, starts on
+  // the grain, so every chunk of a job starts where a chunk of its own linear() call could.
+  constexpr int64_t kGrain = 16;
+  const size_t n = jobs.size();
+  std::vector<int64_t> start(n);
+  std::vector<std::vector<float>> xperm(n);  // each job's x in the nibble order of 4-bit codes
+  int64_t total = 0, bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Weight& w = *jobs[i].w;
+    if (w.quant != QuantFormat::None) {
+      check_quant_layout(w, "linear");
+      if (w.bits == 4) quant_permute_x(jobs[i].x, jobs[i].M, w.cols, xperm[i]);
+    }
+    bytes += w.bytes();
+    start[i] = (total + kGrain - 1) / kGrain * kGrain;
+    total = start[i] + w.rows;
+  }
+  profile::Scope prof(profile::Op::Linear, bytes);
+  pool.parallel_for(
+      total,
+      [&](int64_t b, int64_t e) {
+        // The first job whose rows reach past b, then every job that starts before e.
+        size_t i = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b) -
+                                       start.begin());
+        i = i == 0 ? 0 : i - 1;
+        for (; i < n && start[i] < e; ++i) {
+          const LinearJob& j = jobs[i];
+          const Weight& w = *j.w;
+          const int64_t N = w.rows;
+          const int64_t n0 = std::max(b, start[i]) - start[i];
+          const int64_t n1 = std::min(e, start[i] + N) - start[i];
+          if (n0 >= n1 || j.M == 0) continue;
+          if (w.quant != QuantFormat::None)
+            quant_linear_cols(j.x, xperm[i].data(), j.M, w, n0, n1, j.y);
+          else
+            HWY_DYNAMIC_DISPATCH(LinearCols)(j.x, j.M, w.dtype, w.data, w.cols, n0, n1, j.y, N);
+          if (j.bias)
+            for (int64_t m = 0; m < j.M; ++m)
+              for (int64_t c = n0; c < n1; ++c) j.y[m * N + c] += j.bias[c];
+        }
+      },
+      kGrain);
+}
+
 }  // namespace lockstep::kernels
 #endif
