@@ -8,30 +8,23 @@
 namespace lockstep::server {
 
 std::vector<std::shared_ptr<RequestStream>> submit_choices(const ParsedRequest& p, Engine& engine) {
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  auto cancel_all = [&] {
-    for (auto& s : streams) s->cancel();
-  };
+  std::vector<EngineRequest> choices;
   for (int i = 0; i < p.n; ++i) {
-    EngineRequest r = p.request;
-    r.options.sampling.seed += static_cast<uint64_t>(i);
-    try {
-      streams.push_back(engine.submit(std::move(r)));
-    } catch (const QueueFull&) {
-      cancel_all();
-      ApiError e(503, "the server is busy: the request queue is full; retry shortly", "",
-                 "server_error", "queue_full");
-      e.retry_after = 1;
-      throw e;
-    } catch (const ShuttingDown&) {
-      cancel_all();
-      throw ApiError(503, "the server is shutting down", "", "server_error", "shutting_down");
-    } catch (const Error& ex) {
-      cancel_all();
-      throw from_engine_error(ex.what());
-    }
+    choices.push_back(p.request);
+    choices.back().options.sampling.seed += static_cast<uint64_t>(i);
   }
-  return streams;
+  try {
+    return engine.submit_all(std::move(choices));  // all n or none
+  } catch (const QueueFull&) {
+    ApiError e(503, "the server is busy: the request queue is full; retry shortly", "",
+               "server_error", "queue_full");
+    e.retry_after = 1;
+    throw e;
+  } catch (const ShuttingDown&) {
+    throw ApiError(503, "the server is shutting down", "", "server_error", "shutting_down");
+  } catch (const Error& ex) {
+    throw from_engine_error(ex.what());
+  }
 }
 
 void respond_whole(const ParsedRequest& p, const ServingContext& ctx, httplib::Response& res) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "server/request_framing.h"
 #include "server/routes.h"
 
 namespace lockstep::server {
@@ -30,7 +31,7 @@ HttpServer::HttpServer(ServingContext ctx) : ctx_(std::move(ctx)), http_(std::ma
   http_->set_keep_alive_timeout(30);
   http_->set_read_timeout(60);
   http_->set_write_timeout(60);
-  http_->set_payload_max_length(64u << 20);
+  http_->set_payload_max_length(kMaxBodyBytes);
   http_->set_tcp_nodelay(true);  // small SSE chunks go out at once
   register_routes(*http_, ctx_, stats_, draining_);
 }

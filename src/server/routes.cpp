@@ -9,6 +9,7 @@
 #include "server/generation.h"
 #include "server/json_fields.h"
 #include "server/metrics_text.h"
+#include "server/request_framing.h"
 #include "server/request_parse.h"
 #include "server/response_format.h"
 
@@ -64,6 +65,7 @@ void tokenize(const httplib::Request& req, httplib::Response& res, const Serving
   const Body body = parse_body(req.body);
   if (has(body, "messages")) {  // a chat: the exact prompt ids /v1/chat/completions would run
     const std::string text = render_chat_prompt(body, ctx);
+    check_prompt_bytes(text, ctx, "messages");
     res.set_content(to_text(json{{"tokens", ctx.tokenizer->encode(text, false)}}), "application/json");
     return;
   }
@@ -71,6 +73,7 @@ void tokenize(const httplib::Request& req, httplib::Response& res, const Serving
   const auto text = get_string(body, field);
   if (!text) bad_field("content", "required (a string)", "missing_required_parameter");
   if (!ctx.tokenizer) bad_field(field, "the model has no tokenizer.json", "no_tokenizer");
+  check_prompt_bytes(*text, ctx, field);
   // Default as a completion prompt is encoded (and `lockstep generate -p`): with special tokens.
   const bool add_special = get_bool(body, "add_special").value_or(true);
   res.set_content(to_text(json{{"tokens", ctx.tokenizer->encode(*text, add_special)}}), "application/json");
@@ -96,6 +99,33 @@ void detokenize(const httplib::Request& req, httplib::Response& res, const Servi
   res.set_content(to_text(json{{"content", ctx.tokenizer->decode(ids, skip)}}), "application/json");
 }
 
+// The methods each path answers; another method gets 405 with Allow (not 404: the path exists).
+struct PathMethods {
+  const char* pattern;
+  const char* allow;
+};
+constexpr PathMethods kPaths[] = {
+    {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/tokenize", "POST"},
+    {"/detokenize", "POST"},     {"/v1/models", "GET"},             {R"(/v1/models/(.+))", "GET"},
+    {"/health", "GET"},          {"/metrics", "GET"},
+};
+
+void register_wrong_methods(httplib::Server& http) {
+  for (const auto& p : kPaths) {
+    const std::string allow = p.allow;
+    auto refuse = [allow](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allow);
+      send_error(res, ApiError(405, req.method + " is not allowed on " + req.path + " (use " + allow + ")",
+                               "", "invalid_request_error", "method_not_allowed"));
+    };
+    if (allow != "GET") http.Get(p.pattern, refuse);
+    if (allow != "POST") http.Post(p.pattern, refuse);
+    http.Put(p.pattern, refuse);
+    http.Patch(p.pattern, refuse);
+    http.Delete(p.pattern, refuse);
+  }
+}
+
 }  // namespace
 
 void register_routes(httplib::Server& http, const ServingContext& ctx, HttpStats& stats,
@@ -103,7 +133,16 @@ void register_routes(httplib::Server& http, const ServingContext& ctx, HttpStats
   const int64_t started = std::chrono::duration_cast<std::chrono::seconds>(
                               std::chrono::system_clock::now().time_since_epoch()).count();
 
+  // Runs after the head is read and before the body is: framing first, then the key.
   http.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (auto e = framing_error(req.headers)) {
+      send_error(res, *e);
+      res.set_header("Connection", "close");  // the body that may follow cannot be framed
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // No endpoint serves byte ranges: a Range header must not cut a JSON body into a 206. httplib
+    // parsed it into `ranges` already; the request object is ours (passed const by convention).
+    const_cast<httplib::Request&>(req).ranges.clear();
     if (ctx.config.api_key.empty() || is_public_path(req.path) ||
         bearer_ok(req.get_header_value("Authorization"), ctx.config.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
@@ -119,10 +158,13 @@ void register_routes(httplib::Server& http, const ServingContext& ctx, HttpStats
     if (!res.body.empty()) return;
     std::string message = "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path;
     if (res.status == 404) message = "no route for " + req.method + " " + req.path;
-    // httplib refuses form-encoded bodies over 8 KiB (curl -d sends that type by default).
-    if (res.status == 413)
-      message = "request body too large (form-encoded bodies over 8 KiB are refused: send "
-                "Content-Type: application/json)";
+    if (res.status == 413) {
+      // httplib also refuses form-encoded bodies over 8 KiB (curl -d sends that type by default).
+      const bool form = req.get_header_value("Content-Type").find("x-www-form-urlencoded") != std::string::npos;
+      message = form ? "request body too large: form-encoded bodies over 8 KiB are refused (send "
+                       "Content-Type: application/json)"
+                     : "request body too large: at most " + std::to_string(kMaxBodyBytes >> 20) + " MiB";
+    }
     send_error(res, ApiError(res.status, message, "", "invalid_request_error",
                              res.status == 404 ? "not_found" : ""));
   });
@@ -158,6 +200,7 @@ void register_routes(httplib::Server& http, const ServingContext& ctx, HttpStats
   }));
   http.Post("/tokenize", guarded([&ctx](const httplib::Request& q, httplib::Response& r) { tokenize(q, r, ctx); }));
   http.Post("/detokenize", guarded([&ctx](const httplib::Request& q, httplib::Response& r) { detokenize(q, r, ctx); }));
+  register_wrong_methods(http);
 }
 
 }  // namespace lockstep::server
