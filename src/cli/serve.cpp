@@ -134,7 +134,8 @@ const Command kServe("serve", "OpenAI-compatible HTTP server with continuous bat
       ->check(CLI::Range(size_t{0}, size_t{1} << 16));
   app.add_option("--api-key", f->server.api_key, "Require Authorization: Bearer KEY (all but /health)");
   app.add_option("--alias", f->alias, "Model name in responses and /v1/models (default: the directory name)");
-  app.add_option("--http-threads", f->server.http_threads, "Connection threads (default: parallel + max-queue + 16)")
+  app.add_option("--http-threads", f->server.http_threads,
+                 "Worker threads that parse and tokenize requests (default 4; connections need none)")
       ->check(CLI::Range(0, 4096));
   app.get_option("--ctx-size")->description("KV cache capacity in tokens over all sequences "
                                             "(default: parallel x min(model context, 4096))");

@@ -10,6 +10,16 @@ bool RequestStream::next(StreamEvent& event, std::chrono::milliseconds timeout) 
   return true;
 }
 
+void RequestStream::on_event(std::function<void()> wake) {
+  bool waiting = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = wake;
+    waiting = !events_.empty();
+  }
+  if (waiting && wake) wake();
+}
+
 void RequestStream::cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;
@@ -71,11 +81,14 @@ void RequestQueue::emit(RequestStream& stream, StreamEvent event) {
       --held_;
     }
   }
+  std::function<void()> wake;
   {
     std::lock_guard<std::mutex> lock(stream.mu_);
     stream.events_.push_back(std::move(event));
+    wake = stream.wake_;
   }
   stream.cv_.notify_all();
+  if (wake) wake();
 }
 
 void RequestQueue::stop_accepting() {

@@ -54,6 +54,10 @@ class RequestStream {
  public:
   // Waits up to `timeout` for the next event; false on timeout.
   bool next(StreamEvent& event, std::chrono::milliseconds timeout);
+  // For asynchronous readers (the HTTP server, which keeps no thread per request): `wake` is
+  // called on the engine thread after every event, and at once when events are already waiting.
+  // It must only schedule work (post to an executor), never read the stream itself.
+  void on_event(std::function<void()> wake);
   // The client is gone: the engine drops the sequence and frees its memory at its next step.
   void cancel();
   bool cancelled() const;
@@ -63,6 +67,7 @@ class RequestStream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<StreamEvent> events_;
+  std::function<void()> wake_;
   bool cancelled_ = false;
   bool finished_ = false;  // its Finish event was emitted (the queue no longer holds it)
 };

@@ -21,7 +21,7 @@ struct ServerConfig {
   std::string api_key;             // empty: no auth
   std::string default_spec = "none";
   int default_draft_width = 0;     // 0: the mode's default
-  int http_threads = 0;            // 0: enough for parallel + queue + spare
+  int http_threads = 0;            // request workers (parsing, tokenizing); 0: 4
 };
 
 struct ServingContext {

@@ -20,7 +20,27 @@ node "$src/tests/server/abuse.mjs" "$a_url" "$key" "$b_url" || {
   tail -n 20 "$tmp/a.log" "$tmp/b.log" >&2
   fail "abuse checks failed"
 }
-for name in a b; do
+# Row 5: SIGTERM with an idle keep-alive connection and a client trickling its head: both are
+# closed at once, the process exits within 2 s.
+port_a=${a_url##*:}
+exec 3<>"/dev/tcp/127.0.0.1/$port_a"
+exec 4<>"/dev/tcp/127.0.0.1/$port_a"
+printf 'GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n' "$key" >&3
+read -r -t 5 status_line <&3 || fail "no answer on the keep-alive connection"
+[[ $status_line == *" 200 "* ]] || fail "keep-alive connection: $status_line"
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\n' >&4
+( for c in X - S l o w : ' ' 1; do sleep 0.5; printf '%s' "$c" >&4 2>/dev/null || exit 0; done ) &
+trickle=$!
+start=$(date +%s%N)
+stop_server "$a_pid" || fail "server a exited non-zero after SIGTERM with idle connections"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+a_pid=""
+kill "$trickle" 2>/dev/null || true
+exec 3<&- 4<&-
+(( ms < 2000 )) || fail "SIGTERM with an idle and a trickling connection: exit after $ms ms"
+echo "server_abuse: SIGTERM with an idle and a trickling connection exited in $ms ms"
+
+for name in b; do
   pid_var="${name}_pid"
   pid=${!pid_var}
   kill -0 "$pid" 2>/dev/null || fail "server $name died during the suite"
