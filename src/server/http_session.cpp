@@ -18,6 +18,7 @@ using boost::beast::error_code;
 namespace {
 
 constexpr size_t kReadChunk = 4096;
+constexpr size_t kKeptBufferBytes = 64u << 10;
 constexpr std::chrono::seconds kLingerTime{2};
 
 // "/v1/models/org%2Fname?x=1" -> "/v1/models/org/name".
@@ -86,6 +87,8 @@ void HttpSession::shut_down() {
 void HttpSession::wait_for_request() {
   state_ = State::Idle;
   if (shutting_down_ || host_.draining()) return close();
+  // The buffer grew to hold the last body; an idle connection must not keep megabytes.
+  if (buffer_.capacity() > kKeptBufferBytes) buffer_.shrink_to_fit();
   if (buffer_.size() > 0) return read_head();  // a pipelined request is already here
   stream_.expires_after(kIdleTimeout);
   stream_.async_read_some(buffer_.prepare(kReadChunk), [self = shared_from_this()](error_code ec, size_t n) {
@@ -193,6 +196,7 @@ void HttpSession::on_reply(Reply reply) {
     return;
   }
   state_ = State::Responding;
+  std::string().swap(request_.body);  // up to 64 MiB, not kept for the life of the connection
   stream_.expires_never();  // the head/body deadlines are over; writes have their own timer
   head_ = std::move(reply.response);
   head_sent_ = reply_complete_ = false;
