@@ -102,6 +102,14 @@ Routes::Routes(const ServingContext& ctx, HttpStats& stats, const std::atomic<bo
                    std::chrono::system_clock::now().time_since_epoch()).count()) {}
 
 std::optional<HttpResponse> Routes::check_head(const HttpRequest& head) const {
+  // The key first: without it a client learns nothing, not even which paths exist.
+  if (!ctx_.config.api_key.empty() && !is_public_path(head.path) &&
+      !bearer_ok(head.header("authorization"), ctx_.config.api_key)) {
+    const bool given = head.headers.count("authorization") > 0;
+    return error_response(ApiError(401, given ? "invalid API key (Authorization: Bearer <key>)"
+                                              : "missing API key: send Authorization: Bearer <key>",
+                                   "Authorization", "invalid_request_error", "invalid_api_key"));
+  }
   const char* allow = allowed_method(head.path);
   if (!allow)
     return error_response(ApiError(404, "no route for " + head.method + " " + head.path, "",
@@ -114,13 +122,7 @@ std::optional<HttpResponse> Routes::check_head(const HttpRequest& head) const {
     r.headers.emplace_back("Allow", allow);
     return r;
   }
-  if (ctx_.config.api_key.empty() || is_public_path(head.path) ||
-      bearer_ok(head.header("authorization"), ctx_.config.api_key))
-    return std::nullopt;
-  const bool given = head.headers.count("authorization") > 0;
-  return error_response(ApiError(401, given ? "invalid API key (Authorization: Bearer <key>)"
-                                            : "missing API key: send Authorization: Bearer <key>",
-                                 "Authorization", "invalid_request_error", "invalid_api_key"));
+  return std::nullopt;
 }
 
 Reply Routes::handle(const HttpRequest& req) const {

@@ -16,8 +16,8 @@ class Routes {
   // `draining` turns /health into 503 while SIGTERM finishes in-flight requests.
   Routes(const ServingContext& ctx, HttpStats& stats, const std::atomic<bool>& draining);
 
-  // Before the body is read: an unknown path (404), a wrong method (405) or a missing or wrong
-  // API key (401) is answered from the head alone, and the body is never read.
+  // Before the body is read: a missing or wrong API key (401), an unknown path (404) or a wrong
+  // method (405) is answered from the head alone, and the body is never read.
   std::optional<HttpResponse> check_head(const HttpRequest& head) const;
 
   // The whole request (it passed check_head). Runs on a worker thread: parsing, rendering and

@@ -8,7 +8,7 @@ bin="$1"
 src="$(cd "$2" && pwd)"
 tmp="$(mktemp -d)"
 a_pid="" b_pid=""
-trap 'for p in $a_pid $b_pid; do kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+trap 'for p in $a_pid $b_pid; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 source "$src/tests/server/server_lib.sh"
 command -v node >/dev/null || fail "node not found; run scripts/setup.sh"

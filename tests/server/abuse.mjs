@@ -107,7 +107,9 @@ for (const [path, body, param] of [
   const r = await post(urlA, path, body);
   const ms = Date.now() - t0;
   expectError(r, 400, param, "context_length_exceeded", `9 MB prompt (${path})`);
-  check(ms < 2000, `9 MB prompt (${path}) took ${ms} ms to refuse`);
+  // Refused by its size, before tokenizing (after tokenizing the message counts tokens).
+  check(/prompt text is \d+ bytes/.test(r.json?.error?.message ?? ""), `9 MB prompt (${path}): ${r.json?.error?.message}`);
+  check(ms < 5000, `9 MB prompt (${path}) took ${ms} ms to refuse`);
 }
 expectError(await post(urlA, C, { prompt: Array(40000).fill(5), max_tokens: 1 }), 400, "prompt",
             "context_length_exceeded", "40,000 token ids");
@@ -207,7 +209,8 @@ await stillServing(urlA, "framing");
   }
   await sleep(500);
   const during = await timed();
-  check(during <= before * 1.5 + 30, `median latency ${during.toFixed(1)} ms with 300 idle + 200 slowloris connections vs ${before.toFixed(1)} ms without`);
+  // Loose enough for a loaded CI machine; a thread per connection made it minutes (issue 20).
+  check(during <= before * 2 + 100, `median latency ${during.toFixed(1)} ms with 300 idle + 200 slowloris connections vs ${before.toFixed(1)} ms without`);
   const health = await fetch(`${urlA}/health`);
   check(health.status === 200, `/health with 500 idle or slow connections: ${health.status}`);
   for (const s of sockets) s.destroy();
