@@ -42,7 +42,8 @@ int64_t worst_case_tokens(const EngineRequest& r) {
 }  // namespace
 
 Engine::Engine(Model& model, EngineOptions options, Model* draft)
-    : model_(model), draft_(draft), options_(options), queue_(static_cast<size_t>(std::max(options.parallel, 0)) + options.max_queue) {
+    : model_(model), draft_(draft), options_(options),
+      queue_(static_cast<size_t>(std::max(options.parallel, 0)) + options.max_queue) {
   if (options_.parallel < 1) fail("--parallel must be >= 1, got ", options_.parallel);
   if (options_.prefill_chunk < 1) fail("--prefill-chunk must be >= 1, got ", options_.prefill_chunk);
   thread_ = std::thread([this] { loop(); });

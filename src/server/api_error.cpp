@@ -23,7 +23,8 @@ HttpResponse error_response(const ApiError& e) {
   HttpResponse r;
   r.status = e.status;
   if (e.retry_after > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after));
-  r.body = error_body(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // messages may quote client bytes
+  // Messages may quote client bytes that are not UTF-8.
+  r.body = error_body(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return r;
 }
 

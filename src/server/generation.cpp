@@ -56,10 +56,10 @@ class WholeResponse : public PendingResponse {
         finished_[i] = true;
         ++finished_count_;
         if (ev.finish_reason == "error" || ev.finish_reason == "cancelled") {
-          return fail(out, head, ev.finish_reason == "error"
-                                     ? ApiError(500, "generation failed: " + ev.error, "", "server_error", "engine_error")
-                                     : ApiError(503, "the request was cancelled (the server is stopping)", "",
-                                                "server_error", "cancelled"));
+          if (ev.finish_reason == "error")
+            return fail(out, head, ApiError(500, "generation failed: " + ev.error, "", "server_error", "engine_error"));
+          return fail(out, head, ApiError(503, "the request was cancelled (the server is stopping)", "",
+                                          "server_error", "cancelled"));
         }
         texts_[i].finish(ev.text_limit);
         choices_[i].text = texts_[i].sent();

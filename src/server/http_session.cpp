@@ -111,7 +111,8 @@ void HttpSession::read_head() {
 void HttpSession::on_head(error_code ec) {
   if (state_ == State::Closed) return;
   if (ec == http::error::header_limit)
-    return refuse(431, "the request head is over " + std::to_string(kMaxHeadBytes >> 10) + " KiB", "headers_too_large");
+    return refuse(431, "the request head is over " + std::to_string(kMaxHeadBytes >> 10) + " KiB",
+                  "headers_too_large");
   if (ec == http::error::body_limit)  // a Content-Length over the limit, known from the head
     return refuse(413, "request body too large: at most " + std::to_string(kMaxBodyBytes >> 20) + " MiB", "");
   if (ec == http::error::bad_content_length || ec == http::error::multiple_content_length ||
@@ -165,7 +166,8 @@ void HttpSession::on_head(error_code ec) {
 void HttpSession::read_body() {
   state_ = State::Body;
   stream_.expires_after(kBodyTimeout);
-  http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) { self->on_body(ec); });
+  http::async_read(stream_, buffer_, *parser_,
+                   [self = shared_from_this()](error_code ec, size_t) { self->on_body(ec); });
 }
 
 void HttpSession::on_body(error_code ec) {
@@ -275,14 +277,15 @@ void HttpSession::on_written(error_code ec) {
 void HttpSession::watch_for_disconnect() {
   if (watching_) return;
   watching_ = true;
-  stream_.socket().async_read_some(buffer_.prepare(kReadChunk), [self = shared_from_this()](error_code ec, size_t n) {
+  auto on_read = [self = shared_from_this()](error_code ec, size_t n) {
     self->watching_ = false;
     self->buffer_.commit(n);
     if (self->state_ == State::Closed) return;
     if (self->state_ == State::Idle) return self->next_request();  // the reply ended meanwhile
     if (ec) return self->client_gone();
     // Bytes of a pipelined request: kept in buffer_ for after this reply.
-  });
+  };
+  stream_.socket().async_read_some(buffer_.prepare(kReadChunk), std::move(on_read));
 }
 
 void HttpSession::end_response() {
