@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev          # tokenizer pre-tokenizer regexes (JIT)
   libutf8proc-dev       # NFC / NFKC normalizers
-  libcpp-httplib-dev    # the OpenAI-compatible server
+  libboost1.81-dev      # Beast/Asio (header-only): the OpenAI-compatible server's HTTP
   python3
   python3-jinja2        # reference renderer for the chat-template parity test
   json-schema-test-suite  # the JSON Schema organisation's cases (constraints_tests)

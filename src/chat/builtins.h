@@ -25,6 +25,7 @@ bool has_test(const std::string& name);
 bool apply_test(const std::string& name, const Value& subject, const Args& args);
 bool value_in(const Value& item, const Value& container);  // Python `item in container`
 
+// Throws lockstep::Error for a value nested deeper than 128 arrays/objects (the walk is recursive).
 Value from_json(const nlohmann::ordered_json& j);
 Value from_json(const nlohmann::json& j);
 // Python's json.dumps(v, ensure_ascii, indent, separators, sort_keys), which is what transformers'

@@ -12,8 +12,16 @@ namespace lockstep::chat {
 
 namespace {
 
+// Values built from JSON are walked recursively here, by the Value destructor, by `tojson` and by
+// templates; a client could otherwise nest 30,000 arrays and overflow the stack. The server refuses
+// bodies nested deeper than its own, smaller limit before they get here (naming the field).
+constexpr int kMaxJsonDepth = 128;
+
 template <typename J>
-Value convert(const J& j) {
+Value convert(const J& j, int depth) {
+  const bool container = j.is_array() || j.is_object();
+  if (container && depth >= kMaxJsonDepth)
+    fail("JSON value nested deeper than ", kMaxJsonDepth, " levels of arrays and objects");
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();
     case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
@@ -26,12 +34,12 @@ Value convert(const J& j) {
     case nlohmann::json::value_t::string: return Value(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
-      for (const auto& e : j) items.push_back(convert(e));
+      for (const auto& e : j) items.push_back(convert(e, depth + 1));
       return Value::list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       auto d = std::make_shared<Dict>();
-      for (auto it = j.begin(); it != j.end(); ++it) d->items.emplace_back(Value(it.key()), convert(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) d->items.emplace_back(Value(it.key()), convert(it.value(), depth + 1));
       return Value(std::move(d));
     }
     default: fail("unsupported JSON value (binary or discarded)");
@@ -145,8 +153,8 @@ struct Writer {
 
 }  // namespace
 
-Value from_json(const nlohmann::ordered_json& j) { return convert(j); }
-Value from_json(const nlohmann::json& j) { return convert(j); }
+Value from_json(const nlohmann::ordered_json& j) { return convert(j, 0); }
+Value from_json(const nlohmann::json& j) { return convert(j, 0); }
 
 std::string to_json(const Value& v, const JsonStyle& style) {
   Writer w{style, "", false, style.item_sep, style.key_sep, ""};

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "scheduler/engine.h"
 #include "server/http_server.h"
+#include "server/prompt_limit.h"
 
 namespace lockstep::cli {
 namespace {
@@ -86,7 +87,8 @@ int run_serve(ServeFlags& f) {
   ctx.eos_ids = b.eos_ids;
   ctx.model_name = !f.alias.empty() ? f.alias : std::filesystem::path(b.dir).lexically_normal().filename().string();
   if (ctx.model_name.empty()) ctx.model_name = std::filesystem::path(b.dir).parent_path().filename().string();
-  ctx.context_tokens = b.context_tokens;
+  ctx.context_tokens = engine.context_tokens();  // the rule the engine checks requests with
+  if (b.tokenizer) ctx.max_prompt_bytes = server::prompt_byte_limit(*b.tokenizer, ctx.context_tokens);
   ctx.vocab_size = b.model->config().vocab_size;
   f.server.default_spec = f.spec.spec;
   f.server.default_draft_width = f.spec.draft_width;
@@ -99,7 +101,7 @@ int run_serve(ServeFlags& f) {
                "lockstep: serving %s as \"%s\" (parallel %d, KV %lld tokens, context %lld, spec %s%s)\n"
                "lockstep: listening on http://%s:%d\n",
                b.dir.c_str(), http.context().model_name.c_str(), f.engine.parallel,
-               static_cast<long long>(kv_tokens), static_cast<long long>(b.context_tokens),
+               static_cast<long long>(kv_tokens), static_cast<long long>(http.context().context_tokens),
                f.spec.spec.c_str(), f.server.api_key.empty() ? "" : ", API key required",
                f.server.host.c_str(), port);
   std::thread watcher = watch_stop_signals(http);
@@ -132,7 +134,8 @@ const Command kServe("serve", "OpenAI-compatible HTTP server with continuous bat
       ->check(CLI::Range(size_t{0}, size_t{1} << 16));
   app.add_option("--api-key", f->server.api_key, "Require Authorization: Bearer KEY (all but /health)");
   app.add_option("--alias", f->alias, "Model name in responses and /v1/models (default: the directory name)");
-  app.add_option("--http-threads", f->server.http_threads, "Connection threads (default: parallel + max-queue + 16)")
+  app.add_option("--http-threads", f->server.http_threads,
+                 "Worker threads that parse and tokenize requests (default 4; connections need none)")
       ->check(CLI::Range(0, 4096));
   app.get_option("--ctx-size")->description("KV cache capacity in tokens over all sequences "
                                             "(default: parallel x min(model context, 4096))");

@@ -34,15 +34,16 @@ int draft_width_of(const EngineRequest& r) {
   return r.draft_width > 0 ? r.draft_width : default_draft_width(r.spec);
 }
 
-// The most tokens a request can ever hold in the cache: prompt, output and one verify block.
+// The most tokens a request can ever hold in the cache (see output_room in engine.h).
 int64_t worst_case_tokens(const EngineRequest& r) {
-  return static_cast<int64_t>(r.prompt.size()) + r.options.max_tokens + draft_width_of(r) + 1;
+  return static_cast<int64_t>(r.prompt.size()) + r.options.max_tokens;
 }
 
 }  // namespace
 
 Engine::Engine(Model& model, EngineOptions options, Model* draft)
-    : model_(model), draft_(draft), options_(options), queue_(options.max_queue) {
+    : model_(model), draft_(draft), options_(options),
+      queue_(static_cast<size_t>(std::max(options.parallel, 0)) + options.max_queue) {
   if (options_.parallel < 1) fail("--parallel must be >= 1, got ", options_.parallel);
   if (options_.prefill_chunk < 1) fail("--prefill-chunk must be >= 1, got ", options_.prefill_chunk);
   thread_ = std::thread([this] { loop(); });
@@ -54,7 +55,14 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::shared_ptr<RequestStream> Engine::submit(EngineRequest r) {
+int64_t Engine::context_tokens() const {
+  const KvPool& pool = model_.kv_pool();
+  const int64_t capacity = pool.total_blocks() * pool.block_tokens();
+  const int64_t max_pos = model_.config().max_position_embeddings;
+  return max_pos > 0 ? std::min(capacity, max_pos) : capacity;
+}
+
+void Engine::validate(EngineRequest& r) const {
   if (r.prompt.empty()) fail("prompt: empty (at least one token is needed)");
   const int64_t V = model_.config().vocab_size;
   for (int32_t id : r.prompt)
@@ -65,17 +73,26 @@ std::shared_ptr<RequestStream> Engine::submit(EngineRequest r) {
   if (r.spec == "draft" && !draft_) fail("spec: \"draft\" needs the server started with --draft-model");
   if (r.spec == "mtp" && !model_.mtp()) fail("spec: \"mtp\": the model has no MTP head");
   if (r.top_logprobs > 20) fail("top_logprobs: at most 20, got ", r.top_logprobs);
-  const KvPool& pool = model_.kv_pool();
-  const int64_t capacity = pool.total_blocks() * pool.block_tokens();
-  const int64_t ctx = model_.config().max_position_embeddings > 0
-                          ? std::min(capacity, model_.config().max_position_embeddings)
-                          : capacity;
-  if (worst_case_tokens(r) > ctx)
-    fail("max_tokens: prompt of ", r.prompt.size(), " tokens plus max_tokens ", r.options.max_tokens,
-         " exceeds the context of ", ctx, " tokens");
+  const int64_t ctx = context_tokens();
+  const auto plen = static_cast<int64_t>(r.prompt.size());
+  if (output_room(plen, ctx) < 1)
+    fail("prompt: ", plen, " tokens leave no room for output in the context of ", ctx, " tokens");
+  if (r.options.max_tokens > output_room(plen, ctx))
+    fail("max_tokens: prompt of ", plen, " tokens plus max_tokens ", r.options.max_tokens,
+         " exceeds the context of ", ctx, " tokens (at most ", output_room(plen, ctx), " here)");
   r.options.drafter = nullptr;
   r.options.prefill_chunk = options_.prefill_chunk;
-  return queue_.push(std::move(r));
+}
+
+std::shared_ptr<RequestStream> Engine::submit(EngineRequest r) {
+  std::vector<EngineRequest> one;
+  one.push_back(std::move(r));
+  return submit_all(std::move(one)).front();
+}
+
+std::vector<std::shared_ptr<RequestStream>> Engine::submit_all(std::vector<EngineRequest> requests) {
+  for (auto& r : requests) validate(r);
+  return queue_.push(std::move(requests));
 }
 
 void Engine::drain() {
@@ -181,6 +198,11 @@ void Engine::loop() {
       }
       deferred.pop_front();
     }
+    // Taken from the queue but not admitted (waiting for KV memory) still counts as queued.
+    queue_.update([&](EngineMetrics& m) {
+      m.queue_depth = deferred.size();
+      m.running = running.size();
+    });
     if (running.empty()) {
       if (draining_ && deferred.empty() && queue_.empty()) break;
       continue;

@@ -22,10 +22,17 @@ struct EngineOptions {
   int parallel = 8;              // sequences decoding at once
   int64_t prefill_chunk = 256;   // prompt tokens per sequence per step (chunked prefill)
   int64_t max_step_tokens = 512; // tokens in one forward, over all sequences
-  size_t max_queue = 64;         // waiting requests; more are refused (HTTP 503)
+  size_t max_queue = 64;         // requests waiting beyond `parallel`; more are refused (HTTP 503)
   bool prefix_cache = true;      // reuse KV of earlier requests' common prompt prefixes
   size_t prefix_cache_entries = 32;
 };
+
+// The context rule, stated once: a request fits when its prompt and max_tokens together are at most
+// the context. The decoder never runs a token past max_tokens (drafts are cut to the room left), so
+// the last KV position a request writes is prompt + max_tokens - 2, with or without speculation.
+inline int64_t output_room(int64_t prompt_tokens, int64_t context_tokens) {
+  return context_tokens - prompt_tokens;  // the largest max_tokens this prompt allows
+}
 
 class Engine {
  public:
@@ -35,9 +42,18 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Validates and enqueues; throws QueueFull when the queue is full, lockstep::Error (naming the
-  // field) for a request that can never run (prompt over the context, unknown spec mode, ...).
+  // Validates and enqueues; throws QueueFull when `capacity()` requests are already held,
+  // lockstep::Error (naming the field) for a request that can never run (prompt over the
+  // context, unknown spec mode, ...).
   std::shared_ptr<RequestStream> submit(EngineRequest request);
+  // The same for several requests (the n choices of one HTTP request): all are queued or none.
+  std::vector<std::shared_ptr<RequestStream>> submit_all(std::vector<EngineRequest> requests);
+
+  // Longest prompt + max_tokens of one request: the KV capacity, or the model's
+  // max_position_embeddings when smaller.
+  int64_t context_tokens() const;
+  // Requests held at once, running or waiting: parallel + max_queue.
+  size_t capacity() const { return static_cast<size_t>(options_.parallel) + options_.max_queue; }
 
   // Stops admitting new requests (submit throws ShuttingDown), finishes everything admitted or
   // queued, then returns.
@@ -49,6 +65,8 @@ class Engine {
 
  private:
   void loop();
+  // Throws lockstep::Error naming the field when `r` can never run; fills engine-side options.
+  void validate(EngineRequest& r) const;
 
   Model& model_;
   Model* draft_;

@@ -10,6 +10,16 @@ bool RequestStream::next(StreamEvent& event, std::chrono::milliseconds timeout) 
   return true;
 }
 
+void RequestStream::on_event(std::function<void()> wake) {
+  bool waiting = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wake_ = wake;
+    waiting = !events_.empty();
+  }
+  if (waiting && wake) wake();
+}
+
 void RequestStream::cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;
@@ -20,26 +30,28 @@ bool RequestStream::cancelled() const {
   return cancelled_;
 }
 
-std::shared_ptr<RequestStream> RequestQueue::push(EngineRequest request) {
-  auto stream = std::make_shared<RequestStream>();
+std::vector<std::shared_ptr<RequestStream>> RequestQueue::push(std::vector<EngineRequest> requests) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < requests.size(); ++i) streams.push_back(std::make_shared<RequestStream>());
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!accepting_) throw ShuttingDown();
-    if (waiting_.size() >= max_queue_) {
+    if (held_ + requests.size() > capacity_) {
       ++metrics_.requests_rejected;
       throw QueueFull();
     }
-    ++metrics_.requests_total;
-    waiting_.push_back({std::move(request), stream});
+    held_ += requests.size();
+    metrics_.requests_total += requests.size();
+    for (size_t i = 0; i < requests.size(); ++i) waiting_.push_back({std::move(requests[i]), streams[i]});
   }
   cv_.notify_all();
-  return stream;
+  return streams;
 }
 
 EngineMetrics RequestQueue::metrics() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineMetrics m = metrics_;
-  m.queue_depth = waiting_.size();
+  m.queue_depth += waiting_.size();
   return m;
 }
 
@@ -56,11 +68,27 @@ std::vector<RequestQueue::Pending> RequestQueue::pop(size_t max, bool wait,
 }
 
 void RequestQueue::emit(RequestStream& stream, StreamEvent event) {
+  if (event.kind == StreamEvent::Kind::Finish) {
+    // Give the place back before the client can see the end: its next request must find it free.
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(stream.mu_);
+      first = !stream.finished_;
+      stream.finished_ = true;
+    }
+    if (first) {
+      std::lock_guard<std::mutex> lock(mu_);
+      --held_;
+    }
+  }
+  std::function<void()> wake;
   {
     std::lock_guard<std::mutex> lock(stream.mu_);
     stream.events_.push_back(std::move(event));
+    wake = stream.wake_;
   }
   stream.cv_.notify_all();
+  if (wake) wake();
 }
 
 void RequestQueue::stop_accepting() {

@@ -54,6 +54,10 @@ class RequestStream {
  public:
   // Waits up to `timeout` for the next event; false on timeout.
   bool next(StreamEvent& event, std::chrono::milliseconds timeout);
+  // For asynchronous readers (the HTTP server, which keeps no thread per request): `wake` is
+  // called on the engine thread after every event, and at once when events are already waiting.
+  // It must only schedule work (post to an executor), never read the stream itself.
+  void on_event(std::function<void()> wake);
   // The client is gone: the engine drops the sequence and frees its memory at its next step.
   void cancel();
   bool cancelled() const;
@@ -63,23 +67,30 @@ class RequestStream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<StreamEvent> events_;
+  std::function<void()> wake_;
   bool cancelled_ = false;
+  bool finished_ = false;  // its Finish event was emitted (the queue no longer holds it)
 };
 
 struct EngineMetrics {
   uint64_t requests_total = 0, requests_finished = 0, requests_cancelled = 0, requests_rejected = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0, forward_calls = 0, batch_rows_total = 0;
   uint64_t drafted = 0, accepted = 0, prefix_cache_hits = 0, prefix_tokens_reused = 0;
+  // Requests not running yet: waiting in the queue, or taken by the engine and waiting for KV
+  // memory. The engine writes the second part, metrics() adds the first.
   size_t queue_depth = 0, running = 0;
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_block_tokens = 0;
 };
 
+// Bounded by the requests it holds from push to their Finish event (running or waiting), not by
+// those not yet taken: how often the engine takes them (between forwards) then cannot make a
+// request that fits get refused.
 class RequestQueue {
  public:
-  explicit RequestQueue(size_t max_queue) : max_queue_(max_queue) {}
+  explicit RequestQueue(size_t capacity) : capacity_(capacity) {}
 
-  // HTTP side.
-  std::shared_ptr<RequestStream> push(EngineRequest request);  // QueueFull / ShuttingDown
+  // HTTP side. All of `requests` are queued, or none (QueueFull / ShuttingDown).
+  std::vector<std::shared_ptr<RequestStream>> push(std::vector<EngineRequest> requests);
   EngineMetrics metrics() const;
 
   // Engine side.
@@ -89,6 +100,7 @@ class RequestQueue {
   };
   // Takes up to `max` waiting requests; waits up to `timeout` when `wait` and none are waiting.
   std::vector<Pending> pop(size_t max, bool wait, std::chrono::milliseconds timeout);
+  // A Finish event ends the request: the queue stops counting it against its capacity.
   void emit(RequestStream& stream, StreamEvent event);
   void stop_accepting();
   bool accepting() const;
@@ -97,7 +109,8 @@ class RequestQueue {
   void update(const std::function<void(EngineMetrics&)>& f);
 
  private:
-  size_t max_queue_;
+  size_t capacity_;
+  size_t held_ = 0;  // pushed, Finish not yet emitted
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Pending> waiting_;

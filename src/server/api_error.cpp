@@ -19,6 +19,15 @@ nlohmann::json error_body(const ApiError& e) {
   return {{"error", err}};
 }
 
+HttpResponse error_response(const ApiError& e) {
+  HttpResponse r;
+  r.status = e.status;
+  if (e.retry_after > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after));
+  // Messages may quote client bytes that are not UTF-8.
+  r.body = error_body(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return r;
+}
+
 ApiError from_engine_error(const std::string& message) {
   // Engine and sampler messages lead with the field ("max_tokens: ...", "top_p must be ...").
   static const std::set<std::string> kFields = {

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "server/http_message.h"
+
 namespace lockstep::server {
 
 class ApiError : public std::runtime_error {
@@ -32,6 +34,9 @@ class ApiError : public std::runtime_error {
 
 // {"error": {...}}; param and code are null when empty, as OpenAI sends them.
 nlohmann::json error_body(const ApiError& e);
+
+// The error as an HTTP response (status, Retry-After when set, the JSON body).
+HttpResponse error_response(const ApiError& e);
 
 // A lockstep::Error from the engine or the sampler ("max_tokens: ...", "top_p must be ...") as a
 // 400 whose param is the leading field name when the message starts with one.

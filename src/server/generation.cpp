@@ -8,66 +8,107 @@
 namespace lockstep::server {
 
 std::vector<std::shared_ptr<RequestStream>> submit_choices(const ParsedRequest& p, Engine& engine) {
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  auto cancel_all = [&] {
-    for (auto& s : streams) s->cancel();
-  };
+  std::vector<EngineRequest> choices;
   for (int i = 0; i < p.n; ++i) {
-    EngineRequest r = p.request;
-    r.options.sampling.seed += static_cast<uint64_t>(i);
-    try {
-      streams.push_back(engine.submit(std::move(r)));
-    } catch (const QueueFull&) {
-      cancel_all();
-      ApiError e(503, "the server is busy: the request queue is full; retry shortly", "",
-                 "server_error", "queue_full");
-      e.retry_after = 1;
-      throw e;
-    } catch (const ShuttingDown&) {
-      cancel_all();
-      throw ApiError(503, "the server is shutting down", "", "server_error", "shutting_down");
-    } catch (const Error& ex) {
-      cancel_all();
-      throw from_engine_error(ex.what());
-    }
+    choices.push_back(p.request);
+    choices.back().options.sampling.seed += static_cast<uint64_t>(i);
   }
-  return streams;
+  try {
+    return engine.submit_all(std::move(choices));  // all n or none
+  } catch (const QueueFull&) {
+    ApiError e(503, "the server is busy: the request queue is full; retry shortly", "",
+               "server_error", "queue_full");
+    e.retry_after = 1;
+    throw e;
+  } catch (const ShuttingDown&) {
+    throw ApiError(503, "the server is shutting down", "", "server_error", "shutting_down");
+  } catch (const Error& ex) {
+    throw from_engine_error(ex.what());
+  }
 }
 
-void respond_whole(const ParsedRequest& p, const ServingContext& ctx, httplib::Response& res) {
-  auto streams = submit_choices(p, *ctx.engine);
-  std::vector<ChoiceResult> choices(streams.size());
-  try {
-    for (size_t i = 0; i < streams.size(); ++i) {
-      ChoiceText text(ctx.tokenizer, p.request.options.stop);
-      for (;;) {
-        StreamEvent ev;
-        if (!streams[i]->next(ev, std::chrono::milliseconds(1000))) continue;
+namespace {
+
+class WholeResponse : public PendingResponse {
+ public:
+  WholeResponse(const ParsedRequest& p, const ServingContext& ctx, HttpStats& stats)
+      : parsed_(p), ctx_(ctx), stats_(stats), streams_(submit_choices(p, *ctx.engine)),
+        choices_(streams_.size()), finished_(streams_.size(), false) {
+    for (size_t i = 0; i < streams_.size(); ++i) texts_.emplace_back(ctx.tokenizer, p.request.options.stop);
+  }
+
+  bool streaming() const override { return false; }
+
+  void set_wake(std::function<void()> wake) override {
+    for (auto& s : streams_) s->on_event(wake);
+  }
+
+  bool poll(std::string& out, HttpResponse& head) override {
+    if (done_) return true;
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      StreamEvent ev;
+      while (!finished_[i] && streams_[i]->next(ev, std::chrono::milliseconds(0))) {
         if (ev.kind == StreamEvent::Kind::Token) {
-          text.push(ev.token);
-          if (ev.logprob) choices[i].logprobs.push_back(*ev.logprob);
+          texts_[i].push(ev.token);
+          if (ev.logprob) choices_[i].logprobs.push_back(*ev.logprob);
           continue;
         }
-        if (ev.finish_reason == "error")
-          throw ApiError(500, "generation failed: " + ev.error, "", "server_error", "engine_error");
-        if (ev.finish_reason == "cancelled")
-          throw ApiError(503, "the request was cancelled (the server is stopping)", "",
-                         "server_error", "cancelled");
-        text.finish(ev.text_limit);
-        choices[i].text = text.sent();
-        choices[i].finish_reason = ev.finish_reason;
-        choices[i].tokens = static_cast<int64_t>(text.tokens().size());
-        break;
+        finished_[i] = true;
+        ++finished_count_;
+        if (ev.finish_reason == "error" || ev.finish_reason == "cancelled") {
+          if (ev.finish_reason == "error")
+            return fail(out, head, ApiError(500, "generation failed: " + ev.error, "", "server_error", "engine_error"));
+          return fail(out, head, ApiError(503, "the request was cancelled (the server is stopping)", "",
+                                          "server_error", "cancelled"));
+        }
+        texts_[i].finish(ev.text_limit);
+        choices_[i].text = texts_[i].sent();
+        choices_[i].finish_reason = ev.finish_reason;
+        choices_[i].tokens = static_cast<int64_t>(texts_[i].tokens().size());
       }
     }
-  } catch (...) {
-    for (auto& s : streams) s->cancel();
-    throw;
+    if (finished_count_ < streams_.size()) return false;
+    const ResponseHeader h = new_response_header(parsed_.endpoint, ctx_.model_name);
+    head = HttpResponse{};
+    out += to_text(full_response(h, choices_, parsed_.logprobs >= 0, ctx_.tokenizer,
+                                 static_cast<int64_t>(parsed_.request.prompt.size())));
+    done_ = true;
+    return true;
   }
-  const ResponseHeader h = new_response_header(p.endpoint, ctx.model_name);
-  res.set_content(to_text(full_response(h, choices, p.logprobs >= 0, ctx.tokenizer,
-                                        static_cast<int64_t>(p.request.prompt.size()))),
-                  "application/json");
+
+  void abandon() override {
+    if (done_) return;
+    for (auto& s : streams_) s->cancel();
+    ++stats_.disconnects;
+    done_ = true;
+  }
+
+ private:
+  bool fail(std::string& out, HttpResponse& head, const ApiError& e) {
+    for (auto& s : streams_) s->cancel();
+    head = error_response(e);
+    out += head.body;
+    head.body.clear();
+    done_ = true;
+    return true;
+  }
+
+  ParsedRequest parsed_;
+  const ServingContext& ctx_;
+  HttpStats& stats_;
+  std::vector<std::shared_ptr<RequestStream>> streams_;
+  std::vector<ChoiceText> texts_;
+  std::vector<ChoiceResult> choices_;
+  std::vector<bool> finished_;
+  size_t finished_count_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<PendingResponse> whole_response(const ParsedRequest& p, const ServingContext& ctx,
+                                                HttpStats& stats) {
+  return std::make_shared<WholeResponse>(p, ctx, stats);
 }
 
 }  // namespace lockstep::server

@@ -1,29 +1,32 @@
 // Running a parsed generation request on the engine and answering it over HTTP: the whole
-// response as one JSON body, or a stream of SSE chunks written as the engine emits tokens.
+// response as one JSON body once every choice has finished, or a stream of SSE chunks made as the
+// engine emits tokens. Neither holds a thread while it waits: the engine's events wake the
+// connection, which polls the response (src/server/http_message.h).
 #pragma once
-
-#include <httplib.h>
 
 #include <memory>
 #include <vector>
 
+#include "server/http_message.h"
 #include "server/http_stats.h"
 #include "server/request_parse.h"
 #include "server/serving_context.h"
 
 namespace lockstep::server {
 
-// Submits the request's n choices (choice i with seed + i). Queue full -> 503 with Retry-After;
-// shutting down -> 503; a request the engine refuses -> 400 naming the field. Nothing stays
-// queued when it throws.
+// Submits the request's n choices (choice i with seed + i), all or none. Queue full -> 503 with
+// Retry-After; shutting down -> 503; a request the engine refuses -> 400 naming the field.
 std::vector<std::shared_ptr<RequestStream>> submit_choices(const ParsedRequest& p, Engine& engine);
 
-// Waits for every choice and writes the JSON response.
-void respond_whole(const ParsedRequest& p, const ServingContext& ctx, httplib::Response& res);
+// The JSON response, complete when every choice has finished. Abandoning it (the client left)
+// cancels the choices.
+std::shared_ptr<PendingResponse> whole_response(const ParsedRequest& p, const ServingContext& ctx,
+                                                HttpStats& stats);
 
-// Sets a chunked text/event-stream provider on `res`; a client that disconnects cancels its
-// sequences (the engine frees their memory at its next step).
-void respond_stream(const ParsedRequest& p, const ServingContext& ctx, HttpStats& stats,
-                    httplib::Response& res);
+// A text/event-stream response (its head is `stream_head()`); a client that disconnects cancels
+// its sequences (the engine frees their memory at its next step).
+std::shared_ptr<PendingResponse> stream_response(const ParsedRequest& p, const ServingContext& ctx,
+                                                 HttpStats& stats);
+HttpResponse stream_head();
 
 }  // namespace lockstep::server

@@ -1,5 +1,7 @@
-// The server process's HTTP side: a cpp-httplib server with the routes, a thread per open
-// connection (streams hold theirs until the last token), and the graceful stop SIGTERM asks for.
+// The server process's HTTP side on Boost.Beast/Asio: an acceptor and a few I/O threads serve
+// every connection asynchronously (idle keep-alive connections, slow clients and open streams
+// cost a socket, not a thread), a small worker pool parses and tokenizes requests, and SIGTERM
+// stops it gracefully.
 #pragma once
 
 #include <atomic>
@@ -9,8 +11,6 @@
 #include "server/serving_context.h"
 
 namespace lockstep::server {
-
-class Listener;
 
 class HttpServer {
  public:
@@ -22,21 +22,20 @@ class HttpServer {
   // Binds config.host:config.port (port 0: any free port); returns the port. Throws
   // lockstep::Error when the address cannot be bound.
   int bind();
-  // Serves until drain_and_stop() closes the listener.
+  // Serves until drain_and_stop() has finished.
   void serve();
-  // Graceful stop: /health turns 503, new generation requests get 503, everything admitted or
-  // queued runs to its end (Engine::drain), open streams finish writing, then the listener
-  // closes and serve() returns.
+  // Graceful stop (any thread): /health turns 503, the listener closes, idle and half-received
+  // connections close at once, new generation requests get 503, everything admitted or queued
+  // runs to its end (Engine::drain) and its reply is written (at most kDrainWriteTimeout more),
+  // then serve() returns.
   void drain_and_stop();
 
   const ServingContext& context() const { return ctx_; }
 
  private:
+  struct Impl;
   ServingContext ctx_;
-  HttpStats stats_;
-  std::atomic<bool> draining_{false};
-  std::atomic<bool> stopped_{false};  // drain_and_stop() is past its last use of http_
-  std::unique_ptr<Listener> http_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace lockstep::server

@@ -10,7 +10,7 @@ namespace lockstep::server {
 struct HttpStats {
   std::atomic<uint64_t> completions{0}, chat_completions{0};  // accepted generation requests
   std::atomic<uint64_t> status_2xx{0}, status_4xx{0}, status_5xx{0};
-  std::atomic<uint64_t> disconnects{0};   // streams whose client went away before the end
+  std::atomic<uint64_t> disconnects{0};   // replies whose client went away before the end
   std::atomic<int64_t> open_streams{0};   // SSE responses still being written
 };
 

@@ -7,12 +7,28 @@
 namespace lockstep::server {
 
 Body parse_body(const std::string& text) {
+  using Event = nlohmann::ordered_json::parse_event_t;
+  std::string field;  // the top-level key whose value is being parsed
+  // Called by nlohmann's (iterative) parser for every event; `depth` counts enclosing containers.
+  auto limit_depth = [&field](int depth, Event event, Body& parsed) {
+    if (event == Event::key && depth == 1) field = parsed.get<std::string>();
+    if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth)
+      throw ApiError(400, (field.empty() ? std::string("the request body") : field) +
+                              ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                              " levels of arrays and objects",
+                     field, "invalid_request_error", "invalid_value");
+    return true;
+  };
   Body body;
   try {
-    body = Body::parse(text);
+    body = Body::parse(text, limit_depth);
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann's message says where the JSON breaks ("at line 1, column 9: ...").
     throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "",
+                   "invalid_request_error", "invalid_json");
+  } catch (const nlohmann::json::out_of_range& e) {
+    // A number no double holds ("1e999"): nlohmann says which ("number overflow parsing '1e999'").
+    throw ApiError(400, std::string("the request body holds a number no double can represent: ") + e.what(), "",
                    "invalid_request_error", "invalid_json");
   }
   if (!body.is_object())

@@ -13,7 +13,15 @@ namespace lockstep::server {
 
 using Body = nlohmann::ordered_json;
 
-// The body of a POST, parsed; malformed JSON or a non-object is a 400 (param null).
+// Arrays and objects a body may nest. Client JSON becomes chat-template values and is copied and
+// walked recursively; without a limit a 60 KB body of `[` overflows the stack. JSON Schemas in
+// `tools` rarely pass 20 levels.
+constexpr int kMaxJsonDepth = 64;
+
+// The body of a POST, parsed. Malformed JSON, a number out of range (1e999) or a non-object is a
+// 400 `invalid_json` (param null); nesting past kMaxJsonDepth is a 400 `invalid_value` naming the
+// top-level field it is in. The parser itself is iterative, so the check runs before any
+// recursive walk.
 Body parse_body(const std::string& text);
 
 bool has(const Body& body, const char* key);  // present and not null

@@ -41,7 +41,7 @@ std::string metrics_text(const EngineMetrics& m, const HttpStats& h) {
       << "lockstep_http_responses_total{class=\"2xx\"} " << h.status_2xx.load() << '\n'
       << "lockstep_http_responses_total{class=\"4xx\"} " << h.status_4xx.load() << '\n'
       << "lockstep_http_responses_total{class=\"5xx\"} " << h.status_5xx.load() << '\n';
-  metric(out, "http_disconnects_total", "counter", "Streams whose client left before the end.", double(h.disconnects.load()));
+  metric(out, "http_disconnects_total", "counter", "Requests whose client left before the end of the reply (streaming or not).", double(h.disconnects.load()));
   metric(out, "http_open_streams", "gauge", "SSE responses being written.", double(h.open_streams.load()));
   return out.str();
 }

@@ -12,8 +12,6 @@ namespace {
 
 constexpr int64_t kMaxN = 16;
 constexpr int kMaxLogprobs = 20;
-// Room the engine keeps for one verify block beyond max_tokens (widest draft + 1).
-constexpr int64_t kSpecSlack = 17;
 
 // Fields we cannot honour: refusing them beats silently returning something else.
 void reject_unsupported(const Body& body, Endpoint ep) {
@@ -38,6 +36,11 @@ void reject_unsupported(const Body& body, Endpoint ep) {
 }
 
 std::vector<int32_t> check_ids(const Body& list, const ServingContext& ctx) {
+  // Before a vector of up to 32 M ids is built from a 64 MiB body.
+  if (static_cast<int64_t>(list.size()) >= ctx.context_tokens)
+    bad_field("prompt", "the prompt is " + std::to_string(list.size()) + " tokens; the context holds " +
+                            std::to_string(ctx.context_tokens) + " (prompt and output together)",
+              "context_length_exceeded");
   std::vector<int32_t> ids;
   for (const auto& v : list) {
     if (!v.is_number_integer() && !v.is_number_unsigned())
@@ -55,6 +58,7 @@ std::vector<int32_t> encode_text(const std::string& text, const ServingContext& 
                                  const char* field) {
   if (!ctx.tokenizer)
     bad_field(field, "the model has no tokenizer.json; send the prompt as token ids", "no_tokenizer");
+  check_prompt_bytes(text, ctx, field);
   return ctx.tokenizer->encode(text, add_special);
 }
 
@@ -83,8 +87,9 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
   const char* prompt_field = out.endpoint == Endpoint::Chat ? "messages" : "prompt";
   EngineRequest& r = out.request;
   const int64_t plen = static_cast<int64_t>(r.prompt.size());
+  const int64_t room = output_room(plen, ctx.context_tokens);  // the engine's context rule
   if (plen == 0) bad_field(prompt_field, "encodes to no tokens", "invalid_value");
-  if (plen >= ctx.context_tokens)
+  if (room < 1)
     bad_field(prompt_field, "the prompt is " + std::to_string(plen) + " tokens; the context holds " +
                                 std::to_string(ctx.context_tokens) + " (prompt and output together)",
               "context_length_exceeded");
@@ -97,28 +102,22 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
       has(body, "spec") ? 0 : ctx.config.default_draft_width));
 
   // max_completion_tokens is the newer name; when both come, it wins.
-  const int64_t room = ctx.context_tokens - plen;
   std::optional<int64_t> max_tokens = get_int(body, "max_tokens", 1, std::numeric_limits<int64_t>::max());
   const char* max_field = "max_tokens";
   if (auto m = get_int(body, "max_completion_tokens", 1, std::numeric_limits<int64_t>::max())) {
     max_tokens = m;
     max_field = "max_completion_tokens";
   }
-  const int64_t slack = r.spec == "none" ? 0
-                        : 1 + (r.draft_width > 0 ? r.draft_width : default_draft_width(r.spec));
-  if (max_tokens && *max_tokens + slack > room)
+  if (max_tokens && *max_tokens > room)
     bad_field(max_field, std::to_string(*max_tokens) + " new tokens after a prompt of " +
                              std::to_string(plen) + " exceed the context of " +
                              std::to_string(ctx.context_tokens) + " tokens (at most " +
-                             std::to_string(std::max<int64_t>(room - slack, 0)) + " here)",
+                             std::to_string(room) + " here)",
               "context_length_exceeded");
-  // Defaults: OpenAI's 16 for completions; chat runs until the context is full.
-  const int64_t fallback = out.endpoint == Endpoint::Completion ? 16 : room - kSpecSlack;
-  r.options.max_tokens = max_tokens.value_or(std::max<int64_t>(1, std::min(fallback, room - slack)));
-  if (r.options.max_tokens + slack > room)
-    bad_field(prompt_field, "the prompt leaves no room for output in the context of " +
-                                std::to_string(ctx.context_tokens) + " tokens",
-              "context_length_exceeded");
+  // Defaults: OpenAI's 16 for completions (less when the context has less room); chat runs until
+  // the context is full.
+  r.options.max_tokens = max_tokens.value_or(out.endpoint == Endpoint::Completion ? std::min<int64_t>(16, room)
+                                                                                  : room);
 
   SamplingParams& s = r.options.sampling;
   s.temperature = static_cast<float>(get_number(body, "temperature", 0, 2).value_or(0));
@@ -144,6 +143,14 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
   }
 
   out.n = static_cast<int>(get_int(body, "n", 1, kMaxN).value_or(1));
+  // The n choices are queued together; more than the server ever holds could never be accepted.
+  const size_t capacity = ctx.engine->capacity();
+  if (static_cast<size_t>(out.n) > capacity)
+    bad_field("n", std::to_string(out.n) + " choices run as " + std::to_string(out.n) +
+                       " sequences; this server holds at most " + std::to_string(capacity) +
+                       " at once (--parallel " + std::to_string(ctx.engine->options().parallel) +
+                       " plus --max-queue " + std::to_string(ctx.engine->options().max_queue) + ")",
+              "out_of_range");
   out.stream = get_bool(body, "stream").value_or(false);
   if (has(body, "stream_options")) {
     const Body& so = body.at("stream_options");
@@ -170,6 +177,14 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
 }
 
 }  // namespace
+
+void check_prompt_bytes(const std::string& text, const ServingContext& ctx, const char* field) {
+  if (text.size() > ctx.max_prompt_bytes)
+    bad_field(field, "the prompt text is " + std::to_string(text.size()) + " bytes; a context of " +
+                         std::to_string(ctx.context_tokens) + " tokens holds at most " +
+                         std::to_string(ctx.max_prompt_bytes) + " bytes with this tokenizer",
+              "context_length_exceeded");
+}
 
 void check_model_name(const Body& body, const ServingContext& ctx) {
   const auto model = get_string(body, "model");

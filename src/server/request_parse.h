@@ -31,6 +31,10 @@ ParsedRequest parse_chat(const Body& body, const ServingContext& ctx);
 // add_generation_prompt = true, the config's special tokens and any chat_template_kwargs.
 std::string render_chat_prompt(const Body& body, const ServingContext& ctx);
 
+// 400 context_length_exceeded (naming `field`) for a text over ctx.max_prompt_bytes, before any
+// time is spent tokenizing it.
+void check_prompt_bytes(const std::string& text, const ServingContext& ctx, const char* field);
+
 // 400 unless `model` is absent, "default" or the served model's name.
 void check_model_name(const Body& body, const ServingContext& ctx);
 

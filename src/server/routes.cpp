@@ -1,7 +1,6 @@
 #include "server/routes.h"
 
 #include <chrono>
-#include <functional>
 
 #include "core/error.h"
 #include "server/api_error.h"
@@ -17,39 +16,23 @@ namespace lockstep::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  if (e.retry_after > 0) res.set_header("Retry-After", std::to_string(e.retry_after));
-  res.set_content(to_text(error_body(e)), "application/json");
+constexpr const char* kModelPrefix = "/v1/models/";
+
+// The methods each path answers; another method gets 405 with Allow (not 404: the path exists).
+const char* allowed_method(const std::string& path) {
+  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
+      path == "/detokenize")
+    return "POST";
+  if (path == "/v1/models" || path == "/health" || path == "/metrics") return "GET";
+  if (path.rfind(kModelPrefix, 0) == 0 && path.size() > std::string(kModelPrefix).size()) return "GET";
+  return nullptr;
 }
 
-// Every handler runs inside this: whatever it throws, the client gets a JSON error.
-Handler guarded(Handler h) {
-  return [h = std::move(h)](const httplib::Request& req, httplib::Response& res) {
-    try {
-      h(req, res);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    } catch (const Error& e) {
-      send_error(res, from_engine_error(e.what()));
-    } catch (const std::exception& e) {
-      send_error(res, ApiError(500, std::string("internal error: ") + e.what(), "", "server_error"));
-    }
-  };
-}
-
-void generation(const httplib::Request& req, httplib::Response& res, const ServingContext& ctx,
-                HttpStats& stats, Endpoint ep) {
-  const Body body = parse_body(req.body);
-  const ParsedRequest p = ep == Endpoint::Chat ? parse_chat(body, ctx) : parse_completion(body, ctx);
-  ++(ep == Endpoint::Chat ? stats.chat_completions : stats.completions);
-  if (p.stream) {
-    respond_stream(p, ctx, stats, res);
-  } else {
-    respond_whole(p, ctx, res);
-  }
+HttpResponse json_response(const json& j) {
+  HttpResponse r;
+  r.body = to_text(j);
+  return r;
 }
 
 json model_card(const ServingContext& ctx, int64_t created) {
@@ -60,23 +43,38 @@ json model_card(const ServingContext& ctx, int64_t created) {
           {"context_length", ctx.context_tokens}};
 }
 
-void tokenize(const httplib::Request& req, httplib::Response& res, const ServingContext& ctx) {
+Reply generation(const HttpRequest& req, const ServingContext& ctx, HttpStats& stats, Endpoint ep) {
+  const Body body = parse_body(req.body);
+  const ParsedRequest p = ep == Endpoint::Chat ? parse_chat(body, ctx) : parse_completion(body, ctx);
+  ++(ep == Endpoint::Chat ? stats.chat_completions : stats.completions);
+  Reply reply;
+  if (p.stream) {
+    reply.response = stream_head();
+    reply.pending = stream_response(p, ctx, stats);
+  } else {
+    reply.pending = whole_response(p, ctx, stats);
+  }
+  return reply;
+}
+
+HttpResponse tokenize(const HttpRequest& req, const ServingContext& ctx) {
   const Body body = parse_body(req.body);
   if (has(body, "messages")) {  // a chat: the exact prompt ids /v1/chat/completions would run
     const std::string text = render_chat_prompt(body, ctx);
-    res.set_content(to_text(json{{"tokens", ctx.tokenizer->encode(text, false)}}), "application/json");
-    return;
+    check_prompt_bytes(text, ctx, "messages");
+    return json_response(json{{"tokens", ctx.tokenizer->encode(text, false)}});
   }
   const char* field = has(body, "content") ? "content" : "prompt";
   const auto text = get_string(body, field);
   if (!text) bad_field("content", "required (a string)", "missing_required_parameter");
   if (!ctx.tokenizer) bad_field(field, "the model has no tokenizer.json", "no_tokenizer");
+  check_prompt_bytes(*text, ctx, field);
   // Default as a completion prompt is encoded (and `lockstep generate -p`): with special tokens.
   const bool add_special = get_bool(body, "add_special").value_or(true);
-  res.set_content(to_text(json{{"tokens", ctx.tokenizer->encode(*text, add_special)}}), "application/json");
+  return json_response(json{{"tokens", ctx.tokenizer->encode(*text, add_special)}});
 }
 
-void detokenize(const httplib::Request& req, httplib::Response& res, const ServingContext& ctx) {
+HttpResponse detokenize(const HttpRequest& req, const ServingContext& ctx) {
   const Body body = parse_body(req.body);
   if (!has(body, "tokens")) bad_field("tokens", "required (a list of token ids)", "missing_required_parameter");
   const Body& list = body.at("tokens");
@@ -93,71 +91,77 @@ void detokenize(const httplib::Request& req, httplib::Response& res, const Servi
   }
   if (!ctx.tokenizer) bad_field("tokens", "the model has no tokenizer.json", "no_tokenizer");
   const bool skip = get_bool(body, "skip_special").value_or(false);
-  res.set_content(to_text(json{{"content", ctx.tokenizer->decode(ids, skip)}}), "application/json");
+  return json_response(json{{"content", ctx.tokenizer->decode(ids, skip)}});
 }
 
 }  // namespace
 
-void register_routes(httplib::Server& http, const ServingContext& ctx, HttpStats& stats,
-                     const std::atomic<bool>& draining) {
-  const int64_t started = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch()).count();
+Routes::Routes(const ServingContext& ctx, HttpStats& stats, const std::atomic<bool>& draining)
+    : ctx_(ctx), stats_(stats), draining_(draining),
+      started_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch()).count()) {}
 
-  http.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (ctx.config.api_key.empty() || is_public_path(req.path) ||
-        bearer_ok(req.get_header_value("Authorization"), ctx.config.api_key))
-      return httplib::Server::HandlerResponse::Unhandled;
-    const bool given = req.has_header("Authorization");
-    send_error(res, ApiError(401, given ? "invalid API key (Authorization: Bearer <key>)"
-                                        : "missing API key: send Authorization: Bearer <key>",
-                             "Authorization", "invalid_request_error", "invalid_api_key"));
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Unknown paths and methods: a JSON 404/405 instead of an empty body. Handlers that already
-  // wrote an error body keep it.
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string message = "HTTP " + std::to_string(res.status) + " for " + req.method + " " + req.path;
-    if (res.status == 404) message = "no route for " + req.method + " " + req.path;
-    // httplib refuses form-encoded bodies over 8 KiB (curl -d sends that type by default).
-    if (res.status == 413)
-      message = "request body too large (form-encoded bodies over 8 KiB are refused: send "
-                "Content-Type: application/json)";
-    send_error(res, ApiError(res.status, message, "", "invalid_request_error",
-                             res.status == 404 ? "not_found" : ""));
-  });
-  http.set_logger([&stats](const httplib::Request&, const httplib::Response& res) {
-    if (res.status >= 500) ++stats.status_5xx;
-    else if (res.status >= 400) ++stats.status_4xx;
-    else ++stats.status_2xx;
-  });
+std::optional<HttpResponse> Routes::check_head(const HttpRequest& head) const {
+  // The key first: without it a client learns nothing, not even which paths exist.
+  if (!ctx_.config.api_key.empty() && !is_public_path(head.path) &&
+      !bearer_ok(head.header("authorization"), ctx_.config.api_key)) {
+    const bool given = head.headers.count("authorization") > 0;
+    return error_response(ApiError(401, given ? "invalid API key (Authorization: Bearer <key>)"
+                                              : "missing API key: send Authorization: Bearer <key>",
+                                   "Authorization", "invalid_request_error", "invalid_api_key"));
+  }
+  const char* allow = allowed_method(head.path);
+  if (!allow)
+    return error_response(ApiError(404, "no route for " + head.method + " " + head.path, "",
+                                   "invalid_request_error", "not_found"));
+  // HEAD is GET without the body (the session drops it).
+  if (head.method != allow && !(head.method == "HEAD" && std::string(allow) == "GET")) {
+    HttpResponse r = error_response(ApiError(405, head.method + " is not allowed on " + head.path + " (use " +
+                                                      allow + ")", "", "invalid_request_error",
+                                             "method_not_allowed"));
+    r.headers.emplace_back("Allow", allow);
+    return r;
+  }
+  return std::nullopt;
+}
 
-  http.Post("/v1/completions", guarded([&](const httplib::Request& q, httplib::Response& r) {
-    generation(q, r, ctx, stats, Endpoint::Completion);
-  }));
-  http.Post("/v1/chat/completions", guarded([&](const httplib::Request& q, httplib::Response& r) {
-    generation(q, r, ctx, stats, Endpoint::Chat);
-  }));
-  http.Get("/v1/models", guarded([&ctx, started](const httplib::Request&, httplib::Response& r) {
-    r.set_content(to_text(json{{"object", "list"}, {"data", json::array({model_card(ctx, started)})}}),
-                  "application/json");
-  }));
-  http.Get(R"(/v1/models/(.+))", guarded([&ctx, started](const httplib::Request& q, httplib::Response& r) {
-    const std::string id = q.matches[1];
-    if (id != ctx.model_name && id != "default")
-      throw ApiError(404, "model \"" + id + "\" is not served here", "model", "invalid_request_error",
-                     "model_not_found");
-    r.set_content(to_text(model_card(ctx, started)), "application/json");
-  }));
-  http.Get("/health", [&draining](const httplib::Request&, httplib::Response& r) {
-    r.status = draining ? 503 : 200;
-    r.set_content(draining ? R"({"status":"draining"})" : R"({"status":"ok"})", "application/json");
-  });
-  http.Get("/metrics", guarded([&ctx, &stats](const httplib::Request&, httplib::Response& r) {
-    r.set_content(metrics_text(ctx.engine->metrics(), stats), "text/plain; version=0.0.4");
-  }));
-  http.Post("/tokenize", guarded([&ctx](const httplib::Request& q, httplib::Response& r) { tokenize(q, r, ctx); }));
-  http.Post("/detokenize", guarded([&ctx](const httplib::Request& q, httplib::Response& r) { detokenize(q, r, ctx); }));
+Reply Routes::handle(const HttpRequest& req) const {
+  try {
+    return dispatch(req);
+  } catch (const ApiError& e) {
+    return {error_response(e), nullptr};
+  } catch (const Error& e) {
+    return {error_response(from_engine_error(e.what())), nullptr};
+  } catch (const std::exception& e) {
+    return {error_response(ApiError(500, std::string("internal error: ") + e.what(), "", "server_error")), nullptr};
+  }
+}
+
+Reply Routes::dispatch(const HttpRequest& req) const {
+  const std::string& path = req.path;
+  if (path == "/v1/completions") return generation(req, ctx_, stats_, Endpoint::Completion);
+  if (path == "/v1/chat/completions") return generation(req, ctx_, stats_, Endpoint::Chat);
+  if (path == "/tokenize") return {tokenize(req, ctx_), nullptr};
+  if (path == "/detokenize") return {detokenize(req, ctx_), nullptr};
+  if (path == "/v1/models")
+    return {json_response(json{{"object", "list"}, {"data", json::array({model_card(ctx_, started_)})}}), nullptr};
+  if (path == "/health") {
+    HttpResponse r;
+    r.status = draining_ ? 503 : 200;
+    r.body = draining_ ? R"({"status":"draining"})" : R"({"status":"ok"})";
+    return {r, nullptr};
+  }
+  if (path == "/metrics") {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = metrics_text(ctx_.engine->metrics(), stats_);
+    return {r, nullptr};
+  }
+  const std::string id = path.substr(std::string(kModelPrefix).size());  // check_head: /v1/models/{id}
+  if (id != ctx_.model_name && id != "default")
+    throw ApiError(404, "model \"" + id + "\" is not served here", "model", "invalid_request_error",
+                   "model_not_found");
+  return {json_response(model_card(ctx_, started_)), nullptr};
 }
 
 }  // namespace lockstep::server

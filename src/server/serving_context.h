@@ -21,7 +21,7 @@ struct ServerConfig {
   std::string api_key;             // empty: no auth
   std::string default_spec = "none";
   int default_draft_width = 0;     // 0: the mode's default
-  int http_threads = 0;            // 0: enough for parallel + queue + spare
+  int http_threads = 0;            // request workers (parsing, tokenizing); 0: 4
 };
 
 struct ServingContext {
@@ -31,7 +31,8 @@ struct ServingContext {
   nlohmann::ordered_json template_vars;           // bos_token, eos_token, ... for the template
   std::vector<int32_t> eos_ids;                   // config.json's and the tokenizer's, as generate
   std::string model_name;                         // what /v1/models lists and responses carry
-  int64_t context_tokens = 0;                     // longest prompt + output one request may hold
+  int64_t context_tokens = 0;                     // longest prompt + output: Engine::context_tokens()
+  size_t max_prompt_bytes = SIZE_MAX;             // longest prompt text tokenized (prompt_byte_limit)
   int64_t vocab_size = 0;
   ServerConfig config;
 };

@@ -1,6 +1,5 @@
-// Streaming responses (server-sent events). httplib calls the provider again and again on the
-// connection's thread; each call waits briefly for engine events and writes what they make
-// sendable. A failed write or a dead socket means the client left: its sequences are cancelled.
+// Streaming responses (server-sent events). Each poll reads what the engine has emitted for every
+// choice, without waiting, and appends the chunks that makes sendable; the connection writes them.
 #include <chrono>
 
 #include "server/api_error.h"
@@ -12,121 +11,113 @@ namespace lockstep::server {
 
 namespace {
 
-using Ms = std::chrono::milliseconds;
-
-struct SseState {
-  ParsedRequest parsed;
-  ResponseHeader header;
-  const ServingContext* ctx = nullptr;
-  HttpStats* stats = nullptr;
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  std::vector<ChoiceText> texts;
-  std::vector<size_t> text_offset;  // completions logprobs: offset of the next token's text
-  std::vector<bool> finished;
-  size_t open = 0;                  // choices not finished
-  int64_t completion_tokens = 0;
-  bool started = false, done = false;
-
-  void cancel_all() {
-    for (auto& s : streams) s->cancel();
+class SseResponse : public PendingResponse {
+ public:
+  SseResponse(const ParsedRequest& p, const ServingContext& ctx, HttpStats& stats)
+      : parsed_(p), header_(new_response_header(p.endpoint, ctx.model_name)), ctx_(ctx), stats_(stats),
+        streams_(submit_choices(p, *ctx.engine)), text_offset_(streams_.size(), 0),
+        finished_(streams_.size(), false), open_(streams_.size()) {
+    for (size_t i = 0; i < streams_.size(); ++i) texts_.emplace_back(ctx.tokenizer, p.request.options.stop);
+    ++stats_.open_streams;
   }
-};
+  ~SseResponse() override { --stats_.open_streams; }
 
-// Reads what choice i has ready (waiting up to `wait` for the first event) and appends its chunk.
-void pump_choice(SseState& st, size_t i, Ms wait, std::string& out) {
-  std::string delta, finish;
-  std::vector<TokenLogprob> lps;
-  StreamEvent ev;
-  while (!st.finished[i] && st.streams[i]->next(ev, wait)) {
-    wait = Ms(0);
-    if (ev.kind == StreamEvent::Kind::Token) {
-      delta += st.texts[i].push(ev.token);
-      if (ev.logprob) lps.push_back(*ev.logprob);
-      ++st.completion_tokens;
-      continue;
+  bool streaming() const override { return true; }
+
+  void set_wake(std::function<void()> wake) override {
+    for (auto& s : streams_) s->on_event(wake);
+  }
+
+  bool poll(std::string& out, HttpResponse&) override {
+    if (done_) return true;
+    if (!started_) {
+      started_ = true;
+      // Chat streams open with the role, as OpenAI's do; clients use it to start the message.
+      if (header_.endpoint == Endpoint::Chat)
+        for (size_t i = 0; i < streams_.size(); ++i)
+          out += sse_event(stream_chunk(header_, static_cast<int>(i), "", true, "", nullptr,
+                                        parsed_.include_usage));
     }
-    st.finished[i] = true;
-    --st.open;
-    if (ev.finish_reason == "error" || ev.finish_reason == "cancelled") {
-      // Headers are gone already; OpenAI clients raise an APIError on an "error" event.
-      const ApiError e(500, ev.finish_reason == "error" ? "generation failed: " + ev.error
-                                                        : "the request was cancelled (the server is stopping)",
-                       "", "server_error", ev.finish_reason == "error" ? "engine_error" : "cancelled");
-      out += sse_event(error_body(e));
-      return;
-    }
-    delta += st.texts[i].finish(ev.text_limit);
-    finish = ev.finish_reason;
-  }
-  if (delta.empty() && lps.empty() && finish.empty()) return;
-  nlohmann::ordered_json lp_json = nullptr;
-  if (st.parsed.logprobs >= 0) {
-    lp_json = logprobs_json(st.header.endpoint, st.ctx->tokenizer, lps, st.text_offset[i]);
-    for (const auto& t : lp_json.value("tokens", nlohmann::ordered_json::array()))
-      st.text_offset[i] += t.get<std::string>().size();
-  }
-  out += sse_event(stream_chunk(st.header, static_cast<int>(i), delta, false, finish,
-                                std::move(lp_json), st.parsed.include_usage));
-}
-
-bool provide(SseState& st, httplib::DataSink& sink) {
-  std::string out;
-  if (!st.started) {
-    st.started = true;
-    // Chat streams open with the role, as OpenAI's do; clients use it to start the message.
-    if (st.header.endpoint == Endpoint::Chat)
-      for (size_t i = 0; i < st.streams.size(); ++i)
-        out += sse_event(stream_chunk(st.header, static_cast<int>(i), "", true, "", nullptr,
-                                      st.parsed.include_usage));
-  }
-  // One choice: block on it. Several: a short wait on each in turn.
-  const Ms wait = st.streams.size() == 1 ? Ms(200) : Ms(20);
-  for (size_t i = 0; i < st.streams.size(); ++i)
-    if (!st.finished[i]) pump_choice(st, i, wait, out);
-  if (st.open == 0) {
-    if (st.parsed.include_usage)
-      out += sse_event(usage_chunk(st.header, static_cast<int64_t>(st.parsed.request.prompt.size()),
-                                   st.completion_tokens));
+    for (size_t i = 0; i < streams_.size(); ++i)
+      if (!finished_[i]) pump_choice(i, out);
+    if (open_ > 0) return false;
+    if (parsed_.include_usage)
+      out += sse_event(usage_chunk(header_, static_cast<int64_t>(parsed_.request.prompt.size()),
+                                   completion_tokens_));
     out += "data: [DONE]\n\n";
+    done_ = true;
+    return true;
   }
-  if (!out.empty() ? !sink.write(out.data(), out.size()) : !sink.is_writable()) {
-    st.cancel_all();
-    return false;
+
+  void abandon() override {
+    if (done_) return;
+    for (auto& s : streams_) s->cancel();
+    ++stats_.disconnects;
+    done_ = true;
   }
-  if (st.open == 0) {
-    st.done = true;
-    sink.done();
+
+ private:
+  // Reads what choice i has ready and appends its chunk.
+  void pump_choice(size_t i, std::string& out) {
+    std::string delta, finish;
+    std::vector<TokenLogprob> lps;
+    StreamEvent ev;
+    while (!finished_[i] && streams_[i]->next(ev, std::chrono::milliseconds(0))) {
+      if (ev.kind == StreamEvent::Kind::Token) {
+        delta += texts_[i].push(ev.token);
+        if (ev.logprob) lps.push_back(*ev.logprob);
+        ++completion_tokens_;
+        continue;
+      }
+      finished_[i] = true;
+      --open_;
+      if (ev.finish_reason == "error" || ev.finish_reason == "cancelled") {
+        // Headers are gone already; OpenAI clients raise an APIError on an "error" event.
+        const ApiError e(500, ev.finish_reason == "error" ? "generation failed: " + ev.error
+                                                          : "the request was cancelled (the server is stopping)",
+                         "", "server_error", ev.finish_reason == "error" ? "engine_error" : "cancelled");
+        out += sse_event(error_body(e));
+        return;
+      }
+      delta += texts_[i].finish(ev.text_limit);
+      finish = ev.finish_reason;
+    }
+    if (delta.empty() && lps.empty() && finish.empty()) return;
+    nlohmann::ordered_json lp_json = nullptr;
+    if (parsed_.logprobs >= 0) {
+      lp_json = logprobs_json(header_.endpoint, ctx_.tokenizer, lps, text_offset_[i]);
+      for (const auto& t : lp_json.value("tokens", nlohmann::ordered_json::array()))
+        text_offset_[i] += t.get<std::string>().size();
+    }
+    out += sse_event(stream_chunk(header_, static_cast<int>(i), delta, false, finish, std::move(lp_json),
+                                  parsed_.include_usage));
   }
-  return true;
-}
+
+  ParsedRequest parsed_;
+  ResponseHeader header_;
+  const ServingContext& ctx_;
+  HttpStats& stats_;
+  std::vector<std::shared_ptr<RequestStream>> streams_;
+  std::vector<ChoiceText> texts_;
+  std::vector<size_t> text_offset_;  // completions logprobs: offset of the next token's text
+  std::vector<bool> finished_;
+  size_t open_;                      // choices not finished
+  int64_t completion_tokens_ = 0;
+  bool started_ = false, done_ = false;
+};
 
 }  // namespace
 
-void respond_stream(const ParsedRequest& p, const ServingContext& ctx, HttpStats& stats,
-                    httplib::Response& res) {
-  auto st = std::make_shared<SseState>();
-  st->streams = submit_choices(p, *ctx.engine);
-  st->parsed = p;
-  st->header = new_response_header(p.endpoint, ctx.model_name);
-  st->ctx = &ctx;
-  st->stats = &stats;
-  for (size_t i = 0; i < st->streams.size(); ++i) st->texts.emplace_back(ctx.tokenizer, p.request.options.stop);
-  st->text_offset.assign(st->streams.size(), 0);
-  st->finished.assign(st->streams.size(), false);
-  st->open = st->streams.size();
-  ++stats.open_streams;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");  // proxies must not hold the stream back
-  res.set_chunked_content_provider(
-      "text/event-stream", [st](size_t, httplib::DataSink& sink) { return provide(*st, sink); },
-      [st](bool) {
-        // Called once the response ends, however it ends: a stream not finished lost its client.
-        if (!st->done) {
-          st->cancel_all();
-          ++st->stats->disconnects;
-        }
-        --st->stats->open_streams;
-      });
+HttpResponse stream_head() {
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};  // proxies must not hold it back
+  return head;
+}
+
+std::shared_ptr<PendingResponse> stream_response(const ParsedRequest& p, const ServingContext& ctx,
+                                                 HttpStats& stats) {
+  return std::make_shared<SseResponse>(p, ctx, stats);
 }
 
 }  // namespace lockstep::server

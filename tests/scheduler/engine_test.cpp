@@ -146,5 +146,87 @@ TEST(Engine, DrainFinishesInFlightAndRefusesNew) {
   EXPECT_THROW(engine.submit(make_request({5}, 4, 0.0f, 0, "none")), ShuttingDown);
 }
 
+
+// The queue is bounded by the requests it holds (running or waiting), not by those the engine has
+// not taken yet: parallel + max_queue requests submitted at once are all accepted, however the
+// engine thread is scheduled, and the n choices of one request are queued together or not at all.
+TEST(Engine, HoldsParallelPlusQueueAtOnceAndGroupsAreAllOrNothing) {
+  ModelOptions mo;
+  mo.kv_capacity_tokens = 4096;
+  auto target = load_model(kTarget, mo);
+  EngineOptions eo;
+  eo.parallel = 2;
+  eo.max_queue = 2;
+  eo.prefix_cache = false;
+  Engine engine(*target, eo);
+  EXPECT_EQ(engine.capacity(), 4u);
+  std::vector<std::shared_ptr<RequestStream>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(engine.submit(make_request({5, 6, 7}, 300, 0.0f, 0, "none")));
+  std::vector<EngineRequest> pair(2, make_request({5, 6}, 4, 0.0f, 0, "none"));
+  EXPECT_THROW(engine.submit_all(pair), QueueFull) << "a group of 2 with 1 place left";
+  held.push_back(engine.submit(make_request({5, 6}, 4, 0.0f, 0, "none")));
+  EXPECT_THROW(engine.submit(make_request({5, 6}, 4, 0.0f, 0, "none")), QueueFull);
+  EXPECT_EQ(engine.metrics().requests_rejected, 2u);
+  for (auto& s : held) s->cancel();
+  for (auto& s : held) collect(*s, nullptr);
+  // Every finished request gave its place back.
+  auto again = engine.submit_all(std::vector<EngineRequest>(4, make_request({5, 6}, 2, 0.0f, 0, "none")));
+  for (auto& s : again) collect(*s, nullptr);
+}
+
+// Requests the engine took but cannot admit yet (not enough KV memory) are still queued.
+TEST(Engine, QueueDepthCountsRequestsWaitingForMemory) {
+  ModelOptions mo;
+  mo.kv_capacity_tokens = 512;
+  auto target = load_model(kTarget, mo);
+  EngineOptions eo;
+  eo.parallel = 4;
+  eo.prefix_cache = false;
+  Engine engine(*target, eo);
+  auto r = make_request({5, 6, 7}, 300, 0.0f, 0, "none");
+  r.options.eos_ids.clear();
+  auto first = engine.submit(r);
+  auto second = engine.submit(r);  // 2 x 303 tokens do not fit in 512: it waits for the first
+  StreamEvent e;
+  ASSERT_TRUE(first->next(e, std::chrono::seconds(30)));
+  EngineMetrics m = engine.metrics();
+  for (int i = 0; i < 100 && m.running != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    m = engine.metrics();
+  }
+  EXPECT_EQ(m.running, 1u);
+  EXPECT_EQ(m.queue_depth, 1u);
+  first->cancel();
+  second->cancel();
+  collect(*first, nullptr);
+  collect(*second, nullptr);
+}
+
+// The context rule is prompt + max_tokens <= context, with and without speculation: a request
+// that fills the context exactly runs to the end, one more token is refused up front.
+TEST(Engine, PromptPlusMaxTokensMayFillTheContextExactly) {
+  ModelOptions mo;
+  mo.kv_capacity_tokens = 128;
+  auto target = load_model(kTarget, mo);
+  auto draft = load_model(kDraft, mo);
+  EngineOptions eo;
+  eo.parallel = 1;
+  eo.prefix_cache = false;
+  Engine engine(*target, eo, draft.get());
+  const int64_t ctx = engine.context_tokens();
+  ASSERT_EQ(ctx, 128);
+  const std::vector<int32_t> prompt = {5, 6, 7, 8, 9};
+  for (const char* spec : {"none", "lookup", "draft", "mtp"}) {
+    auto r = make_request(prompt, static_cast<int>(output_room(5, ctx)), 0.0f, 0, spec);
+    r.options.eos_ids.clear();
+    StreamEvent fin;
+    EXPECT_EQ(collect(*engine.submit(r), &fin).size(), static_cast<size_t>(ctx - 5)) << spec;
+    EXPECT_EQ(fin.finish_reason, "length") << spec << ": " << fin.error;
+    r.options.max_tokens += 1;
+    EXPECT_THROW(engine.submit(r), Error) << spec;
+  }
+  EXPECT_THROW(engine.submit(make_request(std::vector<int32_t>(128, 5), 1, 0.0f, 0, "none")), Error);
+}
+
 }  // namespace
 }  // namespace lockstep
