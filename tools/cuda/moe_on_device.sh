@@ -5,6 +5,7 @@
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz.
 #   tools/cuda/moe_on_device.sh [gates|full]   (full adds the benchmarks)
 #   BENCH_LAYERS (default 12): decoder layers of the benchmark shapes (make-random --layers)
+#   SKIP_OP_TESTS=1: leave out the GPU op tests
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -30,41 +31,42 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 nvidia-smi -L | tee -a "$summary"
 lscpu | grep -m1 "Model name" | tee -a "$summary"
 
-if [ -x "$carry/bin/run-cuda_tests" ]; then
+if [ -x "$carry/bin/run-cuda_tests" ] && [ "${SKIP_OP_TESTS:-0}" != 1 ]; then
   stamp "cuda_tests"
   timeout 300 "$carry/bin/run-cuda_tests" >"$out/cuda_tests.log" 2>&1
   note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/cuda_tests.log" | head -20 | tee -a "$summary"
 fi
 
-# The gate (tests/cli/gate_moe.sh's models and prompts) on the GPU.
+# The gate on the GPU. The CUDA kernels need head_dim 64/128/256 and K a multiple of 16, so the
+# tiny CI presets and the fixtures do not run there: the released shapes with fewer layers do
+# (random weights; ids prompts, so no tokenizer is needed).
 stamp "MoE gates on cuda"
-"$bin" make-random --like tiny-qwen3.5-moe -o "$work/target" --dtype bf16 --seed 11 >/dev/null 2>&1
-"$bin" make-random --like tiny-qwen3-moe -o "$work/draft" --dtype bf16 --seed 12 >/dev/null 2>&1
+"$bin" make-random --like qwen3.5-35b-a3b --layers 4 -o "$work/q35" --dtype bf16 --seed 11 >/dev/null 2>&1
+"$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 >/dev/null 2>&1
+"$bin" make-random --like qwen3-30b-a3b --layers 1 -o "$work/q3-draft" --dtype bf16 --seed 13 >/dev/null 2>&1
 cat > "$work/prompts.jsonl" <<'JSON'
 {"ids": [1, 17, 256, 42]}
 {"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]}
 {"ids": [300, 301, 302, 303, 304, 305, 306, 307, 308, 309, 310, 311, 312, 313, 314, 315, 316, 317, 318, 319, 300, 301, 302, 303, 304, 305, 306, 307, 308, 309, 310, 311, 312, 313, 314, 315, 316, 317, 318, 319]}
 {"ids": [9, 9, 9]}
 JSON
-for q in "" "--quantize 4 --quantize-group-size 32"; do
-  name="gate_moe${q:+_q4}"
-  timeout 300 "$bin" verify --device cuda -m "$work/target" --draft-model "$work/draft" \
-    --prompts "$work/prompts.jsonl" -n 40 $q >"$out/$name.log" 2>&1
-  note "$name: $(grep -E '^(PASS|FAIL)' "$out/$name.log" | tail -1)"
-done
-# A fixture target gated too (hybrid Qwen3-Next MoE, shared expert, 257-token vocabulary).
-timeout 300 "$bin" verify --device cuda -m tests/fixtures/qwen3next-moe-f32 \
-  --prompts "$work/prompts.jsonl" -n 24 >"$out/gate_qwen3next_moe.log" 2>&1
-note "gate qwen3next-moe-f32 (cuda): $(grep -E '^(PASS|FAIL)' "$out/gate_qwen3next_moe.log" | tail -1)"
+gate() {  # name, verify arguments...
+  local name="$1"; shift
+  timeout 400 "$bin" verify --device cuda --prompts "$work/prompts.jsonl" -n 32 "$@" >"$out/$name.log" 2>&1
+  note "$name: $(grep -E '^(PASS|FAIL)|error' "$out/$name.log" | tail -1)"
+}
+gate gate_qwen35moe_mtp -m "$work/q35"
+gate gate_qwen3moe_draft -m "$work/q3" --draft-model "$work/q3-draft"
+gate gate_qwen3moe_q4 -m "$work/q3" --draft-model "$work/q3-draft" --quantize 4
 
-# CPU vs GPU greedy tokens on the fixtures (not promised bitwise; near ties may differ).
+# CPU vs GPU greedy tokens (not promised bitwise; near ties may differ).
 stamp "cpu vs gpu"
 ids="1,17,256,42,42,7,128,3,17,99,200,42,5,0,255,17,64,64,64,31"
-for f in qwen3moe-f32 qwen3moe-fused-f32 qwen3next-moe-f32 qwen35moe-f32 qwen35moe-wrapped-bf16; do
-  a=$("$bin" generate -m "tests/fixtures/$f" --prompt-ids "$ids" -n 32 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])')
-  b=$("$bin" generate --device cuda -m "tests/fixtures/$f" --prompt-ids "$ids" -n 32 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])')
-  note "cpu vs cuda $f: $([ "$a" = "$b" ] && echo identical || echo "differ: cpu $a cuda $b")"
+for m in q35 q3; do
+  a=$("$bin" generate -m "$work/$m" --prompt-ids "$ids" -n 32 --json 2>"$out/cpu_$m.err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])')
+  b=$("$bin" generate --device cuda -m "$work/$m" --prompt-ids "$ids" -n 32 --json 2>"$out/cuda_$m.err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])')
+  note "cpu vs cuda $m: $([ "$a" = "$b" ] && echo "identical ($a)" || echo "differ: cpu $a cuda $b")"
 done
 
 if [ "$mode" = full ]; then
