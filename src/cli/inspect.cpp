@@ -59,7 +59,16 @@ json inspect(const std::string& dir) {
 
   int64_t params = 0, mtp_params = 0, routed_params = 0, vision_params = 0;
   for (const auto& name : ck->names()) {
-    const int64_t n = ck->find(name)->numel();
+    const TensorInfo& t = *ck->find(name);
+    // Packed 4/8-bit codes (uint32 words beside a .scales) hold 32 / bits parameters each.
+    const bool packed = t.dtype == DType::U32 && c.quant_bits > 0 &&
+                        ck->has((name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0
+                                     ? name.substr(0, name.size() - 7) : name) + ".scales");
+    const int64_t n = packed ? t.numel() * (32 / c.quant_bits) : t.numel();
+    if (name.size() > 7 && (name.compare(name.size() - 7, 7, ".scales") == 0 ||
+                            name.compare(name.size() - 7, 7, ".biases") == 0) &&
+        c.quant_bits > 0)
+      continue;  // a quantized matrix's group scales and biases are not parameters of the model
     params += n;
     if (name.rfind("mtp.", 0) == 0) mtp_params += n;
     else if (name.find("visual.") != std::string::npos) vision_params += n;

@@ -3,7 +3,8 @@
 # gate on random MoE checkpoints (float and 4-bit kept quantized), CPU-vs-GPU greedy agreement on
 # the MoE reference fixtures, and decode/prefill benchmarks of MoE shapes (exact and fast).
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz.
-#   tools/cuda/moe_on_device.sh [gates|full]   (full adds the benchmarks)
+#   tools/cuda/moe_on_device.sh [gates|full|cpu]   (full adds the GPU benchmarks; cpu runs only
+#   the host-CPU benchmark: a 4-bit qwen3-30b-a3b shape with CPU_LAYERS layers, 2 and all threads)
 #   BENCH_LAYERS (default 12): decoder layers of the benchmark shapes (make-random --layers)
 #   SKIP_OP_TESTS=1: leave out the GPU op tests
 set -uo pipefail
@@ -31,7 +32,7 @@ stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 nvidia-smi -L | tee -a "$summary"
 lscpu | grep -m1 "Model name" | tee -a "$summary"
 
-if [ -x "$carry/bin/run-cuda_tests" ] && [ "${SKIP_OP_TESTS:-0}" != 1 ]; then
+if [ -x "$carry/bin/run-cuda_tests" ] && [ "${SKIP_OP_TESTS:-0}" != 1 ] && [ "$mode" != cpu ]; then
   stamp "cuda_tests"
   timeout 300 "$carry/bin/run-cuda_tests" >"$out/cuda_tests.log" 2>&1
   note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests.log" | tr '\n' ' ')"
@@ -41,6 +42,7 @@ fi
 # The gate on the GPU. The CUDA kernels need head_dim 64/128/256 and K a multiple of 16, so the
 # tiny CI presets and the fixtures do not run there: the released shapes with fewer layers do
 # (random weights; ids prompts, so no tokenizer is needed).
+if [ "$mode" != cpu ]; then
 stamp "MoE gates on cuda"
 "$bin" make-random --like qwen3.5-35b-a3b --layers 4 -o "$work/q35" --dtype bf16 --seed 11 >/dev/null 2>&1
 "$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 >/dev/null 2>&1
@@ -68,6 +70,23 @@ for m in q35 q3; do
   b=$("$bin" generate --device cuda -m "$work/$m" --prompt-ids "$ids" -n 32 --json 2>"$out/cuda_$m.err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])')
   note "cpu vs cuda $m: $([ "$a" = "$b" ] && echo "identical ($a)" || echo "differ: cpu $a cuda $b")"
 done
+fi
+
+if [ "$mode" = cpu ]; then
+  L="${CPU_LAYERS:-8}"
+  stamp "cpu bench qwen3-30b-a3b ($L layers, 4-bit)"
+  "$bin" make-random --like qwen3-30b-a3b --layers "$L" -o "$work/cpu-bf16" --dtype bf16 >/dev/null 2>&1
+  "$bin" quantize -m "$work/cpu-bf16" -o "$work/cpu-q4" --bits 4 --group-size 64 >/dev/null 2>&1
+  rm -rf "${work:?}/cpu-bf16"
+  "$bin" inspect -m "$work/cpu-q4" | grep -E "experts|active|decode weight" | tee -a "$summary"
+  note "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  for round in 1 2; do
+    for t in 2 $(nproc); do
+      "$bin" bench -m "$work/cpu-q4" -p 16 -n 32 -r 3 --threads "$t" >"$out/cpu_bench_${t}_$round.log" 2>&1
+      note "cpu bench q4 L=$L threads $t round $round: $(grep -E '^decode' "$out/cpu_bench_${t}_$round.log" | tr -s ' ')"
+    done
+  done
+fi
 
 if [ "$mode" = full ]; then
   L="${BENCH_LAYERS:-12}"
