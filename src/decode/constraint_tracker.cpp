@@ -8,7 +8,9 @@ ConstraintTracker::ConstraintTracker(std::shared_ptr<const constraints::Constrai
     : constraint_(std::move(constraint)), state_(constraint_->start()) {}
 
 size_t ConstraintTracker::plan(std::span<const int32_t> drafts) {
-  LOCKSTEP_CHECK(planned_ == 0, "ConstraintTracker::plan before the last round was settled");
+  // A planned round whose forward never came back (an error) leaves no drafts behind.
+  state_.rollback(planned_);
+  planned_ = 0;
   if (masks_.size() < drafts.size() + 1) masks_.resize(drafts.size() + 1);
   state_.allowed(masks_[0]);
   for (const int32_t d : drafts) {
