@@ -16,11 +16,13 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/constraint_flags.h"
 #include "cli/spec_flags.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "decode/bench.h"
 #include "kernels/peak.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lockstep::cli {
 namespace {
@@ -30,6 +32,7 @@ namespace fs = std::filesystem;
 struct BenchFlags {
   ModelFlags model;
   SpecFlags spec;
+  ConstraintFlags constraint;
   BenchOptions bench;
   bool machine = false, json_out = false;
 };
@@ -153,6 +156,13 @@ int run_bench_command(BenchFlags& f) {
   f.bench.drafter = drafter.get();
   f.bench.draft_width =
       f.spec.draft_width > 0 ? f.spec.draft_width : default_draft_width(f.spec.spec);
+  // The bench ignores EOS, and so does its constraint: a run stops early only where the grammar
+  // has ended.
+  if (f.constraint.given()) {
+    auto tok = load_tokenizer_if_present(dir);
+    f.bench.constraint =
+        compile_constraint_flags(f.constraint, tok.get(), model->config(), {}, false);
+  }
   const Workload w = workload_of(dir, model->config(),
                                  static_cast<int64_t>(dtype_size(model->kv_pool().dtype())),
                                  f.model.quantize, f.model.quantize_group_size);
@@ -163,11 +173,13 @@ int run_bench_command(BenchFlags& f) {
   const double prefill_flops = p * w.token_flops((p + 1) / 2);
   const double mean_ctx = p + (f.bench.gen_tokens + 1) / 2.0;
   const double decode_bytes = w.decode_bytes(mean_ctx), decode_flops = w.token_flops(mean_ctx);
-  std::vector<double> pre_tps, dec_tps;
+  std::vector<double> pre_tps, dec_tps, decoded;
   for (const BenchRun& r : runs) {
     pre_tps.push_back(p / r.prefill_seconds);
     dec_tps.push_back(r.decoded / r.decode_seconds);
+    decoded.push_back(static_cast<double>(r.decoded));
   }
+  const double decoded_median = summarize(decoded).median;
   const Summary pre = summarize(pre_tps), dec = summarize(dec_tps);
   const double bw = machine["read_gbps"]["median"], fma = machine["fma_gflops"]["median"];
   const double pre_gflops = pre.median * prefill_flops / p / 1e9;
@@ -189,7 +201,9 @@ int run_bench_command(BenchFlags& f) {
       {"prefill", {{"tok_s", summary_json(pre)},
                    {"gflops", pre_gflops},
                    {"fraction_of_fma_peak", pre_gflops / fma}}},
+      {"constrained", f.bench.constraint != nullptr},
       {"decode", {{"tok_s", summary_json(dec)},
+                  {"decoded_tokens_median", decoded_median},
                   {"gbps", dec_gbps},
                   {"gflops", dec.median * decode_flops / 1e9},
                   {"floor_tok_s", floor_tps},
@@ -201,16 +215,16 @@ int run_bench_command(BenchFlags& f) {
     return 0;
   }
   print_machine(machine);
-  std::printf("model: %s (%s, %s numerics, spec %s, %d threads, %d repetitions)\n", dir.c_str(),
-              f.model.device.c_str(), f.spec.numerics.c_str(), f.spec.spec.c_str(), threads,
-              f.bench.repetitions);
+  std::printf("model: %s (%s, %s numerics, spec %s, %d threads, %d repetitions%s)\n",
+              dir.c_str(), f.model.device.c_str(), f.spec.numerics.c_str(), f.spec.spec.c_str(),
+              threads, f.bench.repetitions, f.bench.constraint ? ", constrained" : "");
   std::printf("%-9s %8s %12s %8s %12s %10s\n", "", "tokens", "tok/s", "spread", "achieved",
               "of peak");
   std::printf("%-9s %8lld %12.2f %7.1f%% %7.1f GF/s %9.1f%%\n", "prefill",
               static_cast<long long>(f.bench.prompt_tokens), pre.median, 100 * pre.spread(),
               pre_gflops, 100 * pre_gflops / fma);
   std::printf("%-9s %8lld %12.2f %7.1f%% %7.1f GB/s %9.1f%%  (floor %.1f tok/s, %.0f MB/token)\n",
-              "decode", static_cast<long long>(f.bench.gen_tokens), dec.median,
+              "decode", static_cast<long long>(decoded_median), dec.median,
               100 * dec.spread(), dec_gbps, 100 * dec_gbps / bw, floor_tps, decode_bytes / 1e6);
   std::printf("peak RSS: %.0f MiB\n", peak_rss_mib());
   return 0;
@@ -221,6 +235,7 @@ const Command kBench("bench", "Measure prefill and decode speed against this mac
                        auto f = std::make_shared<BenchFlags>();
                        add_model_flags(sub, f->model, false);
                        add_spec_flags(sub, f->spec);
+                       add_constraint_flags(sub, f->constraint);
                        sub.add_flag("--machine", f->machine,
                                     "Measure read bandwidth and FMA throughput, and cache them");
                        sub.add_option("-p,--prompt", f->bench.prompt_tokens,

@@ -5,8 +5,10 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/constraint_flags.h"
 #include "cli/spec_flags.h"
 #include "core/error.h"
+#include "decode/constraint_tracker.h"
 #include "decode/generate.h"
 #include "tokenizer/tokenizer.h"
 
@@ -16,6 +18,7 @@ namespace {
 struct GenerateFlags {
   ModelFlags model;
   SpecFlags spec;
+  ConstraintFlags constraint;
   std::string prompt, prompt_ids;
   int64_t max_tokens = 128;
   SamplingParams sampling;
@@ -53,6 +56,10 @@ int run_generate(const GenerateFlags& f) {
   o.prefill_chunk = f.prefill_chunk;
   if (!f.ignore_eos) o.eos_ids = eos_ids_for(model->config(), tokenizer.get());
   o.tokenizer = tokenizer.get();
+  // With --ignore-eos the constraint has no EOS either: the output goes on while the grammar
+  // admits more and stops where it has ended.
+  o.constraint = compile_constraint_flags(f.constraint, tokenizer.get(), model->config(), o.eos_ids,
+                                          /*with_end_of_turn=*/!f.ignore_eos);
 
   std::unique_ptr<StreamDecoder> stream;
   if (tokenizer && !f.json) stream = std::make_unique<StreamDecoder>(*tokenizer);
@@ -86,6 +93,7 @@ int run_generate(const GenerateFlags& f) {
     j["ids"] = r.tokens;
     j["text"] = text;
     j["finish_reason"] = r.finish_reason;
+    if (o.constraint) j["constraint"] = to_string(check_constraint(*o.constraint, r.tokens));
     j["prompt_tokens"] = r.stats.prompt_tokens;
     j["timings"] = {{"prefill_seconds", r.stats.prefill_seconds},
                     {"decode_seconds", r.stats.decode_seconds},
@@ -121,6 +129,7 @@ const Command kGenerate("generate", "Generate text (classic decode)", [](CLI::Ap
   auto f = std::make_shared<GenerateFlags>();
   add_model_flags(app, f->model, false);
   add_spec_flags(app, f->spec);
+  add_constraint_flags(app, f->constraint);
   app.add_option("-p,--prompt", f->prompt, "Prompt text (encoded with the model's tokenizer)");
   app.add_option("--prompt-ids", f->prompt_ids, "Prompt as token ids: 1,2,3");
   app.add_option("-n,--max-tokens", f->max_tokens, "Tokens to generate (default 128)")

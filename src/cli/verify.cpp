@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "cli/common.h"
+#include "cli/constraint_flags.h"
 #include "cli/spec_flags.h"
 #include "core/error.h"
 #include "decode/verify_gate.h"
@@ -18,6 +19,7 @@ namespace {
 struct VerifyFlags {
   ModelFlags model;
   SpecFlags spec;
+  ConstraintFlags constraint;
   std::string prompts_file, draft_model;
   int64_t max_tokens = 128;
   bool json = false;
@@ -75,6 +77,9 @@ int run_verify(const VerifyFlags& f) {
                                        : read_prompts(f.prompts_file, tok.get());
   cfg.max_tokens = f.max_tokens;
   cfg.eos_ids = model->config().eos_token_ids;
+  cfg.constraint = compile_constraint_flags(f.constraint, tok.get(), model->config(),
+                                            eos_ids_for(model->config(), tok.get()),
+                                            /*with_end_of_turn=*/true);
   std::unique_ptr<Model> draft;
   const std::string draft_dir = f.draft_model.empty() ? default_draft_dir(dir) : f.draft_model;
   if (!draft_dir.empty()) {
@@ -114,6 +119,10 @@ int run_verify(const VerifyFlags& f) {
     j["identical"] = report.identical();
     j["diverged"] = report.diverged();
     j["flips_per_100"] = 100.0 * double(report.diverged()) / double(report.cases.size());
+    if (cfg.constraint)
+      j["constraint"] = {{"complete", report.constraint_complete},
+                         {"incomplete", report.constraint_incomplete},
+                         {"invalid", report.constraint_invalid}};
     for (const auto& c : report.cases)
       j["cases"].push_back({{"mode", c.mode}, {"prompt", c.prompt}, {"temperature", c.temperature},
                             {"identical", c.identical}, {"first_diff", c.first_diff},
@@ -126,11 +135,18 @@ int run_verify(const VerifyFlags& f) {
       std::printf("%-18s %5zu/%-4zu %11.3f %9.1f\n", mode.c_str(), a.same, a.total,
                   a.drafted ? double(a.accepted) / a.drafted : 0.0,
                   a.seconds > 0 ? a.tokens / a.seconds : 0.0);
+    if (cfg.constraint)
+      std::printf("constraint: baselines %zu complete, %zu cut by -n, %zu invalid\n",
+                  report.constraint_complete, report.constraint_incomplete,
+                  report.constraint_invalid);
     std::printf("%s: %zu identical, %zu diverged (%.1f per 100)\n",
                 report.diverged() ? "DIVERGED" : "PASS", report.identical(), report.diverged(),
                 100.0 * double(report.diverged()) / double(report.cases.size()));
   }
-  return exact && report.diverged() ? 1 : 0;
+  if (report.constraint_invalid)
+    std::fprintf(stderr, "verify: %zu generations break their constraint\n",
+                 report.constraint_invalid);
+  return (exact && report.diverged()) || report.constraint_invalid ? 1 : 0;
 }
 
 const Command kVerify(
@@ -141,6 +157,7 @@ const Command kVerify(
       auto f = std::make_shared<VerifyFlags>();
       add_model_flags(app, f->model, false);
       add_numerics_flag(app, f->spec);
+      add_constraint_flags(app, f->constraint);
       app.add_option("--prompts", f->prompts_file,
                      "JSON lines: \"text\", {\"prompt\": \"text\"} or {\"ids\": [...]}");
       app.add_option("-n,--max-tokens", f->max_tokens, "Tokens per generation (default 128)")

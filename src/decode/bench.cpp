@@ -87,6 +87,7 @@ std::vector<BenchRun> run_bench(Model& model, const BenchOptions& o) {
     g.max_tokens = o.gen_tokens + 1;  // the first token comes from the prefill forward
     g.drafter = o.drafter;
     g.draft_width = o.draft_width;
+    g.constraint = o.constraint;
     const GenerateResult res = generate(model, prompt, g);
     if (r == 0) continue;
     BenchRun run;

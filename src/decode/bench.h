@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "constraints/constraint.h"
 #include "decode/speculative/drafter.h"
 #include "models/model.h"
 
@@ -49,6 +51,9 @@ struct BenchOptions {
   uint64_t seed = 1;
   Drafter* drafter = nullptr;  // speculative decoding (the tokens are the same; only speed moves)
   int draft_width = 0;
+  // Constrained decoding (each repetition a new request of the same compiled constraint, so the
+  // warm-up fills its shared token cache). A run ends early where the grammar ends.
+  std::shared_ptr<const constraints::Constraint> constraint;
 };
 
 struct BenchRun {

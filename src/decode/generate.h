@@ -5,10 +5,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "constraints/constraint.h"
 #include "decode/speculative/drafter.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
@@ -28,6 +30,12 @@ struct GenerateOptions {
   // The output is identical to classic decode (drafter null) by construction.
   Drafter* drafter = nullptr;
   int draft_width = 0;
+  // Constrained decoding: every token is chosen among those the constraint allows after the
+  // exact prefix of output before it (the mask comes before penalties and filters; see
+  // Sampler::choose). The output stops after one of the constraint vocabulary's EOS ids (which
+  // the grammar allows once it can end), or at the grammar's end when that vocabulary has none.
+  // Shared, immutable; each request keeps its own ConstraintState.
+  std::shared_ptr<const constraints::Constraint> constraint;
   // -1: none; N >= 0: record each chosen token's log-probability under the model's raw
   // distribution and the N most likely alternatives (OpenAI logprobs).
   int top_logprobs = -1;

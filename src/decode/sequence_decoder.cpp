@@ -25,7 +25,8 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
       history_(std::move(prompt)),
       prompt_len_(history_.size()),
       hidden_drafter_(options_.drafter && options_.drafter->needs_hidden()),
-      backend_chooses_(options_.top_logprobs < 0 && backend_sampling_enabled()),
+      backend_chooses_(options_.top_logprobs < 0 && !options_.constraint &&
+                       backend_sampling_enabled()),
       t0_(std::chrono::steady_clock::now()) {
   if (options_.max_tokens < 0) fail("max tokens must be >= 0, got ", options_.max_tokens);
   if (!options_.stop.empty()) {
@@ -36,6 +37,7 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
   if (options_.drafter && options_.draft_width < 1)
     fail("draft width must be >= 1, got ", options_.draft_width);
   if (history_.empty()) fail("the prompt is empty (at least one token is needed)");
+  if (options_.constraint) constraint_ = std::make_unique<ConstraintTracker>(options_.constraint);
   prefilled_ = seq_->length;
   if (prefilled_ >= static_cast<int64_t>(prompt_len_))
     fail("decoder: the given state already holds ", prefilled_, " of ", prompt_len_,
@@ -56,6 +58,9 @@ ForwardItem SequenceDecoder::next_item(int64_t budget) {
     item = prefill_item(*seq_, history_, chunk,
                         hidden_drafter_ ? PrefillRows::Every : PrefillRows::Last);
     block_.assign(item.tokens.begin(), item.tokens.end());
+    if (constraint_ && prefilled_ + static_cast<int64_t>(block_.size()) ==
+                           static_cast<int64_t>(prompt_len_))
+      constraint_->plan({});  // the final chunk's last row chooses the first output token
   } else {
     // The last chosen token (not yet run) and the drafts that may follow it.
     block_.assign(1, history_.back());
@@ -69,6 +74,11 @@ ForwardItem SequenceDecoder::next_item(int64_t budget) {
           if (d >= 0 && d < V && static_cast<int>(block_.size()) <= k) block_.push_back(d);
       ++result_.spec.rounds;
       result_.spec.drafted += static_cast<int64_t>(block_.size()) - 1;
+    }
+    if (constraint_) {
+      // Drafts from the first one the constraint forbids on are rejected without being run.
+      const size_t allowed = constraint_->plan(std::span<const int32_t>(block_).subspan(1));
+      block_.resize(1 + allowed);
     }
     item.logits = block_.size() == 1 ? ForwardItem::Logits::Last : ForwardItem::Logits::All;
     item.keep_rollback = block_.size() > 1;
@@ -122,8 +132,17 @@ TokenLogprob SequenceDecoder::token_logprob(const float* logits, int64_t V, int3
 
 bool SequenceDecoder::choose_and_emit(const ForwardResult& out, int64_t row) {
   const int64_t V = model_.config().vocab_size;
-  const int32_t token =
-      chosen_token(out, row, sampler_, {history_, static_cast<int64_t>(prompt_len_)}, V);
+  const TokenHistory history{history_, static_cast<int64_t>(prompt_len_)};
+  int32_t token;
+  if (constraint_) {
+    LOCKSTEP_CHECK(static_cast<int64_t>(out.logits.size()) >= (row + 1) * V,
+                   "a constrained row came back without logits");
+    token = sampler_.choose({&out.logits[row * V], static_cast<size_t>(V)}, history,
+                            static_cast<int64_t>(history_.size()),
+                            constraint_->mask(static_cast<size_t>(round_row_++)));
+  } else {
+    token = chosen_token(out, row, sampler_, history, V);
+  }
   if (options_.top_logprobs >= 0)
     result_.logprobs.push_back(token_logprob(&out.logits[row * V], V, token));
   history_.push_back(token);
@@ -133,7 +152,8 @@ bool SequenceDecoder::choose_and_emit(const ForwardResult& out, int64_t row) {
     return false;
   }
   const auto& eos = options_.eos_ids;
-  if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
+  if (std::find(eos.begin(), eos.end(), token) != eos.end() ||
+      (constraint_ && constraint_->is_eos(token))) {
     result_.finish_reason = "stop";
     return false;
   }
@@ -149,6 +169,23 @@ bool SequenceDecoder::choose_and_emit(const ForwardResult& out, int64_t row) {
 }
 
 void SequenceDecoder::consume(const ForwardResult& out, size_t index) {
+  const size_t emitted_before = result_.tokens.size();
+  round_row_ = 0;
+  consume_rows(out, index);
+  if (constraint_ && result_.tokens.size() > emitted_before) {
+    constraint_->settle(std::span<const int32_t>(result_.tokens).subspan(emitted_before));
+    if (!finished_ && constraint_->complete()) {
+      finished_ = true;
+      result_.finish_reason = "stop";
+    }
+  }
+  if (finished_) {
+    result_.stats.generated_tokens = static_cast<int64_t>(result_.tokens.size());
+    result_.stats.decode_seconds = seconds_since(t0_);
+  }
+}
+
+void SequenceDecoder::consume_rows(const ForwardResult& out, size_t index) {
   const int64_t H = model_.config().hidden_size;
   const int64_t first = out.first_row[index];
   const int64_t block_start = seq_->length - static_cast<int64_t>(block_.size());
@@ -178,10 +215,6 @@ void SequenceDecoder::consume(const ForwardResult& out, size_t index) {
     // The cache must hold exactly the history minus its last (not yet run) token.
     const int64_t valid = static_cast<int64_t>(history_.size()) - 1;
     if (seq_->length > valid) model_.truncate(*seq_, valid);
-  }
-  if (finished_) {
-    result_.stats.generated_tokens = static_cast<int64_t>(result_.tokens.size());
-    result_.stats.decode_seconds = seconds_since(t0_);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "decode/constraint_tracker.h"
 #include "decode/generate.h"
 #include "decode/stop_matcher.h"
 #include "decode/token_rules.h"
@@ -46,6 +47,8 @@ class SequenceDecoder {
   // Chooses the token of output row `row` of `out` (the backend's id or the sampler's choice on
   // the row's logits), then emits it.
   bool choose_and_emit(const ForwardResult& out, int64_t row);
+  // consume() without the bookkeeping after the round (constraint state, finish statistics).
+  void consume_rows(const ForwardResult& out, size_t index);
   // The rules of the item's output rows, set as item.choose (none: the item downloads logits).
   void make_rules(ForwardItem& item);
   TokenLogprob token_logprob(const float* logits, int64_t V, int32_t token) const;
@@ -61,7 +64,11 @@ class SequenceDecoder {
   int64_t prefilled_ = 0;      // prompt tokens already in the cache
   std::vector<int32_t> block_;  // tokens of the pending item
   bool hidden_drafter_;
-  bool backend_chooses_;  // items carry rules (no logprobs wanted, LOCKSTEP_HOST_SAMPLING unset)
+  // Items carry rules: no logprobs wanted, no constraint (masked rows are chosen on the host from
+  // downloaded logits, on every backend), LOCKSTEP_HOST_SAMPLING unset.
+  bool backend_chooses_;
+  std::unique_ptr<ConstraintTracker> constraint_;  // when options_.constraint is set
+  int64_t round_row_ = 0;  // the pending item's row being chosen (its mask's index)
   TokenRules rules_;      // the pending item's
   bool finished_ = false;
   GenerateResult result_;

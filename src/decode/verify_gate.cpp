@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "decode/batch_generate.h"
+#include "decode/constraint_tracker.h"
 #include "decode/speculative/draft_model_drafter.h"
 #include "decode/speculative/lookup_drafter.h"
 #include "decode/speculative/mtp_drafter.h"
@@ -49,9 +50,19 @@ GateReport run_gate(Model& model, const GateConfig& cfg,
     base.eos_ids = cfg.eos_ids;
     base.sampling.temperature = temp;
     base.sampling.seed = cfg.seed;
+    base.constraint = cfg.constraint;
 
     std::vector<std::vector<int32_t>> baseline;
-    for (const auto& p : cfg.prompts) baseline.push_back(generate(model, p, base).tokens);
+    for (const auto& p : cfg.prompts) {
+      baseline.push_back(generate(model, p, base).tokens);
+      if (cfg.constraint) {
+        switch (check_constraint(*cfg.constraint, baseline.back())) {
+          case ConstraintCheck::kComplete: ++report.constraint_complete; break;
+          case ConstraintCheck::kIncomplete: ++report.constraint_incomplete; break;
+          case ConstraintCheck::kInvalid: ++report.constraint_invalid; break;
+        }
+      }
+    }
 
     // Every prompt together, one token of each per forward.
     auto t0 = std::chrono::steady_clock::now();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct GateConfig {
   std::vector<int> draft_widths = {1, 2, 3, 4};
   std::vector<int> mtp_widths = {1, 2, 3, 4};    // when the model has an MTP head
   Model* draft_model = nullptr;       // adds draft/wK cases
+  // Every case, the baseline included, decodes under this constraint (each with its own state).
+  std::shared_ptr<const constraints::Constraint> constraint;
 };
 
 struct GateCase {
@@ -39,6 +42,9 @@ struct GateCase {
 
 struct GateReport {
   std::vector<GateCase> cases;
+  // With a constraint: each baseline generation (prompt x temperature) replayed against it
+  // (check_constraint): complete sentences, prefixes cut by max_tokens, and invalid ones (a bug).
+  size_t constraint_complete = 0, constraint_incomplete = 0, constraint_invalid = 0;
   size_t identical() const;
   size_t diverged() const;
 };

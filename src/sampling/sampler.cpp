@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "constraints/constraint.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -62,6 +63,18 @@ int32_t Sampler::choose(std::span<const float> logits, const TokenHistory& histo
   const kernels::TokenRule r =
       rule(history, position, static_cast<int64_t>(logits.size()), adjust_);
   return kernels::choose_token(logits, r, scratch_);
+}
+
+int32_t Sampler::choose(std::span<const float> logits, const TokenHistory& history,
+                        int64_t position, const constraints::TokenMask& allowed) {
+  masked_.assign(logits.begin(), logits.end());
+  constraints::apply_mask(masked_, allowed);
+  const int32_t token = choose(masked_, history, position);
+  // Only reachable when every allowed logit is -inf or NaN (a broken model row): refuse rather
+  // than emit a token the constraint forbids.
+  if (!allowed.test(token))
+    fail("constrained sampling: no allowed token has a finite logit at position ", position);
+  return token;
 }
 
 }  // namespace lockstep

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "constraints/token_mask.h"
 #include "kernels/token_choice.h"
 
 namespace lockstep {
@@ -48,6 +49,14 @@ class Sampler {
   // The token at absolute position `position` (== history.tokens.size()).
   int32_t choose(std::span<const float> logits, const TokenHistory& history, int64_t position);
 
+  // The same choice among the tokens `allowed` permits (a constraint's mask at this position).
+  // The mask comes first: disallowed ids (and ids past allowed.size()) become -infinity, then
+  // penalties, temperature, top-k / top-p / min-p and Gumbel-max see only the surviving tokens,
+  // as in llama.cpp and vLLM. So top_k = 1 is the best allowed token, and top-p's mass is the
+  // allowed tokens' renormalised distribution. `allowed` must permit at least one id < V.
+  int32_t choose(std::span<const float> logits, const TokenHistory& history, int64_t position,
+                 const constraints::TokenMask& allowed);
+
   // The same choice as a rule a backend applies on its own copy of the logits
   // (Backend::choose_tokens): kernels::choose_token(logits, rule(...)) is choose(). `adjust`
   // receives the penalties' sparse list, which the rule points into: keep it alive and unchanged
@@ -59,6 +68,7 @@ class Sampler {
   SamplingParams params_;
   std::vector<kernels::TokenAdjust> adjust_;
   kernels::ChoiceScratch scratch_;
+  std::vector<float> masked_;  // the masked copy of a row
 };
 
 // Uniform (0, 1) from a counter-based hash of (seed, position, id): no sequential state.

@@ -88,6 +88,17 @@ std::vector<std::string_view> chars_of(const std::string& s) {
 
 }  // namespace
 
+// A Strip step on one string: up to `start` leading and `stop` trailing copies of its character.
+std::string Decoder::strip(const std::string& t, const Step& s) {
+  const auto cs = chars_of(t);
+  size_t b = 0, e = cs.size();
+  while (b < s.start && b < cs.size() && cs[b] == s.content) ++b;
+  for (size_t k = 0; k < s.stop && e > b && cs[e - 1] == s.content; ++k) --e;
+  std::string r;
+  for (size_t k = b; k < e; ++k) r += cs[k];
+  return r;
+}
+
 Decoder::~Decoder() = default;
 
 std::unique_ptr<Decoder> Decoder::load(const tok::json& j, const std::string& where) {
@@ -182,15 +193,7 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
         break;
       }
       case Step::kStrip:
-        for (auto& t : tokens) {
-          const auto cs = chars_of(t);
-          size_t b = 0, e = cs.size();
-          while (b < s->start && b < cs.size() && cs[b] == s->content) ++b;
-          for (size_t k = 0; k < s->stop && e > b && cs[e - 1] == s->content; ++k) --e;
-          std::string r;
-          for (size_t k = b; k < e; ++k) r += cs[k];
-          t = std::move(r);
-        }
+        for (auto& t : tokens) t = strip(t, *s);
         break;
       case Step::kMetaspace:
         for (size_t i = 0; i < tokens.size(); ++i) {
@@ -204,6 +207,40 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
   std::string out;
   for (const auto& t : tokens) out += t;
   return out;
+}
+
+std::string Decoder::token_bytes(std::string t) const {
+  if (none_) return " " + t;
+  bool fused = false;  // after a step that joined the tokens into one text
+  for (const auto& s : steps_) {
+    switch (s->kind) {
+      case Step::kByteLevel: {
+        std::string bytes;
+        if (!byte_level::decode_token(t, bytes)) bytes = t;
+        t = std::move(bytes);
+        fused = true;
+        break;
+      }
+      case Step::kReplace:
+        t = replace_all(t, s->from, s->to);
+        break;
+      case Step::kByteFallback:
+        if (const int b = parse_byte_token(t); b >= 0) t.assign(1, static_cast<char>(b));
+        break;
+      case Step::kFuse:
+        fused = true;
+        break;
+      case Step::kStrip:
+        // Before fusion a Strip trims every token; after it, only the whole text's ends, which a
+        // token in the middle of the text does not touch.
+        if (!fused) t = strip(t, *s);
+        break;
+      case Step::kMetaspace:
+        t = replace_all(t, s->replacement, " ");
+        break;
+    }
+  }
+  return t;
 }
 
 }  // namespace lockstep

@@ -104,6 +104,12 @@ std::string Tokenizer::id_to_piece(int32_t id) const {
   return p ? std::string(*p) : std::string();
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  const auto p = impl_->piece(id);
+  if (!p || is_special(id)) return {};
+  return impl_->decoder->token_bytes(std::string(*p));
+}
+
 const std::string& Tokenizer::chat_template() const { return impl_->chat_template; }
 std::vector<int32_t> Tokenizer::eos_ids() const { return impl_->eos; }
 std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }

@@ -41,6 +41,13 @@ class Tokenizer {
   std::optional<int32_t> token_id(std::string_view token) const;
   // The vocabulary string of `id` (byte-level or "▁" form, as stored); empty if unknown.
   std::string id_to_piece(int32_t id) const;
+  // The bytes `id` adds to the text when it follows other tokens (the stored piece with the
+  // byte-level table undone, SentencePiece "▁" as a space and <0xNN> as that byte; see
+  // Decoder::token_bytes). Empty for special tokens (decode with skip_special drops them) and
+  // unknown ids. The concatenation over a generation is its decoded text, except that a decoder
+  // which drops the text's leading space (Metaspace, a Strip after Fuse) may remove it from the
+  // decode of a sequence on its own. Constrained decoding matches its grammars over these bytes.
+  std::string token_bytes(int32_t id) const;
   const std::string& chat_template() const;
   std::vector<int32_t> eos_ids() const;
   std::optional<int32_t> bos_id() const;
