@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Minimal safetensors -> GGUF v3 writer for a dense Qwen3 checkpoint (standard library only).
+"""Minimal safetensors -> GGUF v3 writer for a Qwen3 or Qwen3-MoE checkpoint (standard library only).
 
 Usage: tools/bench/safetensors_to_gguf.py SRC_DIR DST.gguf
 
@@ -8,7 +8,9 @@ SRC_DIR holds config.json and either model.safetensors or a sharded checkpoint
 *.safetensors file in SRC_DIR is read). Made for checkpoints from `lockstep make-random --like
 qwen3-*`, so llama.cpp (llama-bench) can run the very same weights: 2-D tensors are copied as they
 are (BF16 / F16 / F32), 1-D tensors (norms) are widened to F32 like llama.cpp's own converter, and
-the tokenizer is "no_vocab". Tensor data is copied in the kernel (copy_file_range; plain reads
+the tokenizer is "no_vocab". A qwen3_moe checkpoint (one tensor per expert, as `make-random --like
+qwen3-30b-a3b` and the Hub write them) becomes llama.cpp's qwen3moe: the router as
+ffn_gate_inp, each layer's experts stacked into ffn_{gate,up,down}_exps [E, rows, cols]. Tensor data is copied in the kernel (copy_file_range; plain reads
 and writes where that is refused), so a 16 GB checkpoint costs about what copying the file costs.
 The output is written to DST.gguf.part and renamed when complete, so a partial file is never
 mistaken for a finished one.
@@ -21,7 +23,6 @@ import struct
 import sys
 import time
 
-ARCH = "qwen3"
 ALIGN = 32
 LAYER_NAMES = {
     "input_layernorm.weight": "attn_norm.weight",
@@ -35,20 +36,26 @@ LAYER_NAMES = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+    "mlp.gate.weight": "ffn_gate_inp.weight",  # the MoE router
 }
+EXPERT_NAMES = {"gate_proj.weight": "ffn_gate_exps.weight", "up_proj.weight": "ffn_up_exps.weight",
+                "down_proj.weight": "ffn_down_exps.weight"}
 TOP_NAMES = {"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight"}
 GGML_TYPE = {"F32": 0, "F16": 1, "BF16": 30}
 
 
 def gguf_name(n):
+    """(GGUF name, expert index or None): experts.{e}.* of a layer stack into one GGUF tensor."""
     n = n.replace("model.", "", 1)
     if n in TOP_NAMES:
-        return TOP_NAMES[n]
+        return TOP_NAMES[n], None
     p = n.split(".")
+    if p[0] == "layers" and p[2:4] == ["mlp", "experts"] and ".".join(p[5:]) in EXPERT_NAMES:
+        return "blk.%s.%s" % (p[1], EXPERT_NAMES[".".join(p[5:])]), int(p[4])
     if p[0] != "layers" or ".".join(p[2:]) not in LAYER_NAMES:
-        sys.exit("safetensors_to_gguf: no GGUF name for tensor %r (dense Qwen3 only)" % n)
-    return "blk.%s.%s" % (p[1], LAYER_NAMES[".".join(p[2:])])
+        sys.exit("safetensors_to_gguf: no GGUF name for tensor %r (Qwen3 / Qwen3-MoE only)" % n)
+    return "blk.%s.%s" % (p[1], LAYER_NAMES[".".join(p[2:])]), None
 
 
 def shard_files(src):
@@ -87,7 +94,15 @@ def s(x):
     return struct.pack("<Q", len(b)) + b
 
 
+def arch_of(cfg):
+    t = cfg.get("model_type")
+    if t not in ("qwen3", "qwen3_moe"):
+        sys.exit("safetensors_to_gguf: model_type %r (expected qwen3 or qwen3_moe)" % t)
+    return "qwen3moe" if t == "qwen3_moe" else "qwen3"
+
+
 def metadata(src, cfg):
+    ARCH = arch_of(cfg)
     kv = []
 
     def put(k, t, v):
@@ -106,6 +121,10 @@ def metadata(src, cfg):
     put(ARCH + ".rope.freq_base", 6, float(cfg["rope_theta"]))
     put(ARCH + ".attention.layer_norm_rms_epsilon", 6, float(cfg["rms_norm_eps"]))
     put(ARCH + ".vocab_size", 4, cfg["vocab_size"])
+    if ARCH == "qwen3moe":
+        put(ARCH + ".expert_count", 4, cfg.get("num_experts", cfg.get("num_local_experts")))
+        put(ARCH + ".expert_used_count", 4, cfg["num_experts_per_tok"])
+        put(ARCH + ".expert_feed_forward_length", 4, cfg["moe_intermediate_size"])
     put("tokenizer.ggml.model", 8, "no_vocab")
     return kv
 
@@ -169,21 +188,34 @@ def convert(src, dst):
         cfg = json.load(f)
     hdr = read_headers(src)
     kv = metadata(src, cfg)
-    tensors = []
+    # GGUF tensor -> [source tensors in order] (one, or a layer's experts 0..E-1), shape, type, bytes.
+    groups = {}
     for n, (fd, off, size, dtype, shape) in hdr.items():
         if dtype not in GGML_TYPE:
             sys.exit("safetensors_to_gguf: tensor %r has dtype %s (expected BF16, F16 or F32)"
                      % (n, dtype))
+        g, expert = gguf_name(n)
+        groups.setdefault(g, []).append((expert if expert is not None else 0, n))
+    tensors = []
+    for g, parts in groups.items():
+        parts.sort()
+        names = [n for _, n in parts]
+        _, _, size, dtype, shape = hdr[names[0]]
+        if len(names) > 1:  # stacked experts: [E] + the expert's own shape
+            if [e for e, _ in parts] != list(range(len(parts))):
+                sys.exit("safetensors_to_gguf: %s: experts %s are not 0..E-1" % (g, [e for e, _ in parts]))
+            shape = [len(names)] + list(shape)
+            size *= len(names)
         if len(shape) == 1:
             ot, nb = 0, shape[0] * 4  # norms as F32, like llama.cpp's converter
         else:
             ot, nb = GGML_TYPE[dtype], size
-        tensors.append((gguf_name(n), n, shape, ot, nb))
+        tensors.append((g, names, shape, ot, nb))
     tensors.sort()
     infos = b""
     off = 0
     offs = []
-    for g, n, shape, ot, nb in tensors:
+    for g, names, shape, ot, nb in tensors:
         off = (off + ALIGN - 1) // ALIGN * ALIGN
         offs.append(off)
         dims = list(reversed(shape))
@@ -200,18 +232,21 @@ def convert(src, dst):
     try:
         pwrite_all(out, head, 0)
         prev_end = 0
-        for (g, n, shape, ot, nb), o in zip(tensors, offs):
-            fd, src_off, size, dtype, _ = hdr[n]
+        for (g, names, shape, ot, nb), o in zip(tensors, offs):
             if o > prev_end:  # alignment padding between tensors: zeros, written out
                 pwrite_all(out, b"\0" * (o - prev_end), data0 + prev_end)
             prev_end = o + nb
-            if ot == 0 and dtype != "F32":
-                raw = widen_to_f32(os.pread(fd, size, src_off), dtype)
-                assert len(raw) == nb, (n, len(raw), nb)
-                pwrite_all(out, raw, data0 + o)
-            else:
-                assert size == nb, (n, size, nb)
-                copy_range(fd, src_off, out, data0 + o, nb)
+            at = o
+            for n in names:
+                fd, src_off, size, dtype, _ = hdr[n]
+                if ot == 0 and dtype != "F32":
+                    raw = widen_to_f32(os.pread(fd, size, src_off), dtype)
+                    pwrite_all(out, raw, data0 + at)
+                    at += len(raw)
+                else:
+                    copy_range(fd, src_off, out, data0 + at, size)
+                    at += size
+            assert at == o + nb, (g, at - o, nb)
         os.ftruncate(out, total)
     finally:
         os.close(out)
