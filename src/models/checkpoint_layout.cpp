@@ -1,5 +1,5 @@
 // Tensor names and shapes per architecture, from transformers' modeling files (Llama, Qwen2,
-// Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Qwen3.5-MoE). Shapes are [out_features, in_features] for
+// Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Qwen3.5-MoE, Gemma 3). Shapes are [out_features, in_features] for
 // linear weights.
 #include "models/checkpoint_layout.h"
 
@@ -99,6 +99,10 @@ void decoder_layer(Layout& l, const ModelConfig& c, const std::string& p, LayerK
   if (kind == LayerKind::FullAttention) attention(l, c, p + "self_attn.");
   else gated_deltanet(l, c, p + "linear_attn.");
   l.add(p + "post_attention_layernorm.weight", {c.hidden_size}, norm_role(c));
+  if (c.model_type == "gemma3_text") {  // Gemma's norms around the MLP as well
+    l.add(p + "pre_feedforward_layernorm.weight", {c.hidden_size}, norm_role(c));
+    l.add(p + "post_feedforward_layernorm.weight", {c.hidden_size}, norm_role(c));
+  }
   if (routed) moe(l, c, p + "mlp.");
   else mlp(l, c, p + "mlp.");
 }
