@@ -118,7 +118,10 @@ std::vector<LayoutTensor> checkpoint_layout(const ModelConfig& c, DType dtype) {
     decoder_layer(l, c, p + "layers." + std::to_string(i) + ".", c.layer_kind(i),
                   c.layer_is_moe(i));
   l.add(p + "norm.weight", {c.hidden_size}, norm_role(c));
-  if (!c.tie_word_embeddings) l.linear("lm_head", c.vocab_size, c.hidden_size, false);
+  // Gemma 3's published wrapped checkpoints keep lm_head beside their language_model.model.*.
+  const std::string lm_head =
+      p == "language_model.model." ? "language_model.lm_head" : "lm_head";
+  if (!c.tie_word_embeddings) l.linear(lm_head, c.vocab_size, c.hidden_size, false);
   // MTP head: fc over [norm(embed), norm(hidden)], then full-attention decoder layers.
   if (c.mtp_num_hidden_layers > 0) {
     l.add("mtp.pre_fc_norm_embedding.weight", {c.hidden_size}, norm_role(c));

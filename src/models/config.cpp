@@ -500,12 +500,14 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     c.model_type = "qwen3_5_moe_text";
   } else if (type == "gemma3") {
     // Gemma3ForConditionalGeneration: the language model's config under text_config, its weights
-    // under model.language_model. (models/gemma3.cpp also reads the older language_model.model.).
+    // under language_model.model. (published checkpoints; transformers 5.17's save_pretrained
+    // writes them so too). models/gemma3.cpp also reads transformers' module names,
+    // model.language_model.
     if (!root.contains("text_config") || !root["text_config"].is_object())
       fail(source, ": model_type gemma3 needs a \"text_config\" object");
     text = &root["text_config"];
     prefix = "text_config.";
-    c.weight_prefix = "model.language_model.";
+    c.weight_prefix = "language_model.model.";
     c.model_type = "gemma3_text";
   } else if (type == "gemma3_text") {
     c.model_type = type;

@@ -36,17 +36,22 @@ struct Gemma3Layer {
   int64_t window = 0;  // 0: global layer
 };
 
-// Where the language model's tensors are: transformers 5 saves model.language_model.* (and
-// lm_head.weight); Gemma 3's published multimodal checkpoints hold language_model.model.* and
-// language_model.lm_head.weight, which transformers renames on load.
+// Where the language model's tensors are. A flat gemma3_text: model.* and lm_head.weight. A
+// wrapped gemma3: language_model.model.* and language_model.lm_head.weight in the published
+// checkpoints (and what transformers 5.17 saves), or the names of transformers' modules,
+// model.language_model.* and lm_head.weight, which it loads as well.
 struct Names {
   std::string prefix, lm_head;
 };
 Names tensor_names(const Checkpoint& w, const ModelConfig& c) {
-  if (c.weight_prefix == "model.language_model." &&
-      !w.has(c.weight_prefix + "embed_tokens.weight") &&
-      w.has("language_model.model.embed_tokens.weight"))
-    return {"language_model.model.", "language_model.lm_head.weight"};
+  const Names published{"language_model.model.", "language_model.lm_head.weight"};
+  const Names modules{"model.language_model.", "lm_head.weight"};
+  if (c.weight_prefix == published.prefix) {
+    if (!w.has(published.prefix + "embed_tokens.weight") &&
+        w.has(modules.prefix + "embed_tokens.weight"))
+      return modules;
+    return published;
+  }
   return {c.weight_prefix, "lm_head.weight"};
 }
 

@@ -29,7 +29,7 @@ TEST(Gemma3Config, WrappedConfigTakesTheClassDefaults) {
       "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34,
       "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024}})");
   EXPECT_EQ(c.model_type, "gemma3_text");
-  EXPECT_EQ(c.weight_prefix, "model.language_model.");
+  EXPECT_EQ(c.weight_prefix, "language_model.model.");
   EXPECT_EQ(c.vocab_size, 262208);
   EXPECT_EQ(c.num_attention_heads, 8);
   EXPECT_EQ(c.num_key_value_heads, 4);
