@@ -85,6 +85,13 @@ json inspect(const std::string& dir) {
     const int64_t g = std::gcd(full, linear);
     pattern = std::to_string(linear / g) + " linear : " + std::to_string(full / g) + " full";
   }
+  int64_t sliding = 0;  // Gemma 3: sliding-window attention layers among the full ones
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) sliding += c.attention_window(i) > 0;
+  if (sliding > 0) {
+    const int64_t global = c.num_hidden_layers - sliding, g = std::gcd(sliding, global);
+    pattern = std::to_string(sliding / g) + " sliding (window " +
+              std::to_string(c.sliding_window) + ") : " + std::to_string(global / g) + " global";
+  }
 
   // Names and shapes the engine will look for; anything missing is worth knowing before a run.
   // Experts may sit in another published layout (fused or MLX switch_mlp) than the one-tensor-

@@ -12,6 +12,16 @@ Device parse_device(std::string_view name) {
   fail("unknown device '", name, "' (expected cpu or cuda)");
 }
 
+void Backend::gelu_tanh_mul(const float*, const float*, float*, int64_t) {
+  fail(describe(), ": gelu_tanh_mul is not implemented on this backend");
+}
+void Backend::scale(float*, int64_t, float) {
+  fail(describe(), ": scale is not implemented on this backend");
+}
+void Backend::softcap(float*, int64_t, float) {
+  fail(describe(), ": softcap is not implemented on this backend");
+}
+
 std::unique_ptr<Backend> make_backend(Device d, ThreadPool* threads) {
   return d == Device::Cuda ? make_cuda_backend(threads) : make_cpu_backend(threads);
 }

@@ -57,11 +57,15 @@ using Ints = DeviceArray<int32_t>;
 
 // The rows of one forward call as attention needs them, in backend memory: block_tables
 // [rows][table_stride] (each row's sequence block table, padded), n_keys [rows].
+// window > 0: sliding-window attention, a row of position p = n_keys - 1 sees keys
+// (p - window, p] only (transformers' sliding_window_overlay: kv > q - window), a function of
+// the position alone; 0: every key [0, n_keys).
 struct AttentionBatch {
   const int32_t* block_tables = nullptr;
   int64_t table_stride = 0;
   const int32_t* n_keys = nullptr;
   int64_t max_keys = 0;
+  int64_t window = 0;
 };
 
 // Gated DeltaNet layer shape (models/gated_deltanet_layer.h explains the layout).
@@ -185,6 +189,14 @@ class Backend {
   virtual void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
                     const float* cos_sin) = 0;
   virtual void silu_mul(const float* gate, const float* up, float* out, int64_t n) = 0;
+  // Ops only some families use (Gemma). A backend without them throws naming the op, so a
+  // model that needs them fails at its first forward instead of computing something else.
+  // out = gelu_tanh(gate) * up (kernels::gelu_tanh_mul).
+  virtual void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+  // x *= s elementwise (Gemma's embedding scale).
+  virtual void scale(float* x, int64_t n, float s);
+  // x = cap * tanh(x / cap) elementwise (final-logit soft-capping; kernels::softcap_f32).
+  virtual void softcap(float* x, int64_t n, float cap);
   virtual void add(float* x, const float* delta, int64_t n) = 0;  // x += delta
   // The residual add and the next norm in one op: x += delta ([M][D]), then
   // y = rms_norm(x, M, D, w, eps, zero_centered): bitwise add() then rms_norm().

@@ -622,6 +622,11 @@ class CudaBackend final : public Backend {
   }
   void attention(const float* q, int64_t T, const AttentionBatch& rows, int64_t n_heads,
                  const KvLayerView& kv, float scale, float* out) override {
+    // The CUDA kernels walk every key from position 0; computing a windowed row with them would
+    // silently give full attention.
+    if (rows.window > 0)
+      fail("CUDA attention: sliding-window attention (window ", rows.window,
+           ") is not implemented on the GPU yet; run this model with --device cpu");
     if (skip(Trace() << 19 << q << T << rows.block_tables << rows.table_stride << rows.n_keys
                      << rows.max_keys << n_heads << kv.k << kv.v << kv.block_tokens << scale
                      << out))

@@ -86,4 +86,27 @@ inline float log1p_f32(float u) {
 // softplus with PyTorch's threshold: x for x > 20.
 inline float softplus_f32(float x) { return x > 20.0f ? x : log1p_f32(exp_f32(x)); }
 
+// gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Since 1 + tanh(u) =
+// 2 sigmoid(2u), it is x * sigmoid(2u) = x / (1 + exp(-z)) with z = x (c1 + c2 x^2),
+// c1 = 2 sqrt(2/pi), c2 = 0.044715 c1: no cancellation near 0 and one exp, the same shape as
+// silu_f32. The SIMD kernels run these operations lane by lane (fma included).
+inline constexpr float kGeluC1 = 1.5957691216057308f;    // 2 * sqrt(2 / pi)
+inline constexpr float kGeluC2 = 0.07135481627260025f;   // 0.044715 * kGeluC1
+inline float gelu_tanh_f32(float x) {
+  const float z = x * std::fma(kGeluC2, x * x, kGeluC1);
+  return x / (1.0f + exp_f32(-z));
+}
+
+// tanh through exp_f32: tanh(|y|) = (1 - e) / (1 + e), e = exp(-2|y|), sign restored. Its
+// absolute error is a few 1e-8 (relative error grows only as y -> 0, where the value does too),
+// which is what soft-capping needs: cap * tanh(x / cap) of logits.
+inline float tanh_f32(float y) {
+  if (std::isnan(y)) return y;
+  const float e = exp_f32(-2.0f * std::fabs(y));
+  const float t = (1.0f - e) / (1.0f + e);
+  return std::signbit(y) ? -t : t;
+}
+// Gemma's logit soft-capping: cap * tanh(x / cap).
+inline float softcap_f32(float x, float cap) { return cap * tanh_f32(x / cap); }
+
 }  // namespace lockstep::kernels

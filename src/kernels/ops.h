@@ -84,6 +84,10 @@ void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_d
 // out[i] = silu(gate[i]) * up[i].
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 
+// out[i] = gelu_tanh(gate[i]) * up[i]: PyTorch's tanh-approximated GELU (gelu_pytorch_tanh,
+// Gemma's MLP), computed as gelu_tanh_f32 states it (kernels/math.h).
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+
 // Numerically safe softmax of one row in place (max-subtracted, exp_f32, scheduled sum).
 void softmax(float* x, int64_t n);
 
@@ -105,12 +109,16 @@ struct KvLayerView {
 // Causal attention of T query rows over a paged KV cache.
 struct AttentionRow {
   const int32_t* block_table;  // the sequence's KV blocks
-  int64_t n_keys;              // attend to key positions [0, n_keys): the query's position + 1
+  int64_t n_keys;              // attend to key positions [first_key, n_keys): n_keys is the
+  int64_t first_key = 0;       // query's position + 1; first_key > 0 for a sliding window
 };
 // q: [T][n_heads][head_dim], out: [T][n_heads][head_dim]; kv.dtype must be F32 (throws
 // otherwise). GQA: head h reads kv head h / (n_heads / n_kv_heads). For each (row, head) the scores are reduced with the dot schedule,
 // the softmax sum over positions with the 16-lane schedule in position order, and the values
 // accumulated in position order: nothing depends on T, on the block size or on other rows.
+// A sliding window only moves first_key, a function of the query's own position: the lanes of
+// the softmax sum count from first_key (lane = (p - first_key) mod 16), so a windowed row reduces
+// exactly as ref::attend_one over its n_keys - first_key keys.
 void attention(const float* q, int64_t T, std::span<const AttentionRow> rows, int64_t n_heads,
                const KvLayerView& kv, float scale, float* out, ThreadPool& pool);
 

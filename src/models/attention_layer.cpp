@@ -40,7 +40,7 @@ AttentionWeights load_attention(const Checkpoint& ckpt, const ModelConfig& c,
 
 void attention_forward(const AttentionWeights& w, const ModelConfig& c, const float* h, int64_t T,
                        const BatchRows& rows, KvPool& pool, int64_t kv_layer, float* out,
-                       kernels::Backend& be) {
+                       kernels::Backend& be, const AttentionOptions& options) {
   const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
   const int64_t qd = nh * hd, kvd = nkv * hd;
   kernels::Floats qg = be.array<float>(T * w.q.rows), k = be.array<float>(T * kvd),
@@ -73,12 +73,15 @@ void attention_forward(const AttentionWeights& w, const ModelConfig& c, const fl
   prep.eps = static_cast<float>(c.rms_norm_eps);
   prep.zero_centered = c.zero_centered_norm;
   prep.rotary_dim = c.rotary_dim();
-  prep.cos_sin = rows.cos_sin.data();
+  prep.cos_sin = options.cos_sin ? options.cos_sin : rows.cos_sin.data();
   prep.slots = rows.slots.data();
   be.attention_prep(prep, layer);
   kernels::Floats attn = be.array<float>(T * qd);
-  be.attention(q.data(), T, rows.attn, nh, layer, 1.0f / std::sqrt(static_cast<float>(hd)),
-               attn.data());
+  kernels::AttentionBatch batch = rows.attn;
+  batch.window = options.window;
+  const float scale =
+      options.scale > 0 ? options.scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  be.attention(q.data(), T, batch, nh, layer, scale, attn.data());
   if (w.gated) be.sigmoid_mul(attn.data(), gate.data(), T * qd);
   be.linear(attn.data(), T, w.o, data_or_null(w.o_bias), out);
 }
@@ -93,6 +96,7 @@ MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::str
   w.gate_bias = optional_vector(ckpt, p + "gate_proj.bias", I, c.mlp_bias, be);
   w.up_bias = optional_vector(ckpt, p + "up_proj.bias", I, c.mlp_bias, be);
   w.down_bias = optional_vector(ckpt, p + "down_proj.bias", H, c.mlp_bias, be);
+  w.gelu_tanh = c.hidden_activation == "gelu_pytorch_tanh";
   return w;
 }
 
@@ -102,7 +106,8 @@ void mlp_forward(const MlpWeights& w, const float* h, int64_t T, float* out, ker
   const kernels::LinearOut gate_up[] = {{&w.gate, data_or_null(w.gate_bias), g.data()},
                                          {&w.up, data_or_null(w.up_bias), u.data()}};
   be.linear_multi(h, T, gate_up);
-  be.silu_mul(g.data(), u.data(), g.data(), T * I);
+  if (w.gelu_tanh) be.gelu_tanh_mul(g.data(), u.data(), g.data(), T * I);
+  else be.silu_mul(g.data(), u.data(), g.data(), T * I);
   be.linear(g.data(), T, w.down, data_or_null(w.down_bias), out);
 }
 

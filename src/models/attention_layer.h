@@ -37,21 +37,31 @@ struct AttentionWeights {
 AttentionWeights load_attention(const Checkpoint& ckpt, const ModelConfig& c,
                                 const std::string& prefix, kernels::Backend& be);
 
+// What a family changes per layer (Gemma 3: sliding layers, their own RoPE table, the
+// query_pre_attn_scalar scale). The defaults are the plain block.
+struct AttentionOptions {
+  const float* cos_sin = nullptr;  // [rows][rotary_dim] in the backend's memory; null: rows.cos_sin
+  int64_t window = 0;              // > 0: sliding window (kernels::AttentionBatch::window)
+  float scale = 0;                 // score scale; 0: head_dim^-0.5
+};
+
 // out[T][hidden] = attention block applied to normed input h[T][hidden]; writes this call's keys
 // and values into layer `kv_layer` of the pool first. All arrays in the backend's memory.
 void attention_forward(const AttentionWeights& w, const ModelConfig& c, const float* h, int64_t T,
                        const BatchRows& rows, KvPool& pool, int64_t kv_layer, float* out,
-                       kernels::Backend& be);
+                       kernels::Backend& be, const AttentionOptions& options = {});
 
 struct MlpWeights {
   kernels::Weight gate, up, down;
   kernels::Floats gate_bias, up_bias, down_bias;
+  bool gelu_tanh = false;  // gelu_pytorch_tanh (Gemma) instead of silu
 };
 // gate/up/down_proj under `prefix`, of `intermediate` rows (-1: c.intermediate_size; a shared
 // expert passes its own size).
 MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::string& prefix,
                     kernels::Backend& be, int64_t intermediate = -1);
-// out[T][hidden] = down(silu(gate(h)) * up(h)).
+// out[T][hidden] = down(act(gate(h)) * up(h)); act is silu, or gelu_tanh when
+// c.hidden_activation (at load) says gelu_pytorch_tanh.
 void mlp_forward(const MlpWeights& w, const float* h, int64_t T, float* out, kernels::Backend& be);
 
 }  // namespace lockstep

@@ -1,5 +1,5 @@
 // Tensor names and shapes per architecture, from transformers' modeling files (Llama, Qwen2,
-// Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Qwen3.5-MoE). Shapes are [out_features, in_features] for
+// Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Qwen3.5-MoE, Gemma 3). Shapes are [out_features, in_features] for
 // linear weights.
 #include "models/checkpoint_layout.h"
 
@@ -99,6 +99,10 @@ void decoder_layer(Layout& l, const ModelConfig& c, const std::string& p, LayerK
   if (kind == LayerKind::FullAttention) attention(l, c, p + "self_attn.");
   else gated_deltanet(l, c, p + "linear_attn.");
   l.add(p + "post_attention_layernorm.weight", {c.hidden_size}, norm_role(c));
+  if (c.model_type == "gemma3_text") {  // Gemma's norms around the MLP as well
+    l.add(p + "pre_feedforward_layernorm.weight", {c.hidden_size}, norm_role(c));
+    l.add(p + "post_feedforward_layernorm.weight", {c.hidden_size}, norm_role(c));
+  }
   if (routed) moe(l, c, p + "mlp.");
   else mlp(l, c, p + "mlp.");
 }
@@ -114,7 +118,10 @@ std::vector<LayoutTensor> checkpoint_layout(const ModelConfig& c, DType dtype) {
     decoder_layer(l, c, p + "layers." + std::to_string(i) + ".", c.layer_kind(i),
                   c.layer_is_moe(i));
   l.add(p + "norm.weight", {c.hidden_size}, norm_role(c));
-  if (!c.tie_word_embeddings) l.linear("lm_head", c.vocab_size, c.hidden_size, false);
+  // Gemma 3's published wrapped checkpoints keep lm_head beside their language_model.model.*.
+  const std::string lm_head =
+      p == "language_model.model." ? "language_model.lm_head" : "lm_head";
+  if (!c.tie_word_embeddings) l.linear(lm_head, c.vocab_size, c.hidden_size, false);
   // MTP head: fc over [norm(embed), norm(hidden)], then full-attention decoder layers.
   if (c.mtp_num_hidden_layers > 0) {
     l.add("mtp.pre_fc_norm_embedding.weight", {c.hidden_size}, norm_role(c));

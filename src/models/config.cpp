@@ -18,7 +18,8 @@ namespace {
 
 using json = nlohmann::json;
 constexpr const char* kSupported =
-    "llama, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3_next";
+    "llama, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3_next, "
+    "gemma3, gemma3_text";
 
 // Typed access to one JSON object; every error names the file and the (dotted) field.
 class Fields {
@@ -266,6 +267,153 @@ void refuse_unimplemented(const Fields& f, const ModelConfig& c) {
          "\" is true: sliding-window attention is not supported for ", c.model_type, " yet");
 }
 
+// ---- Gemma 3 -----------------------------------------------------------------------------------
+// transformers 5.17 Gemma3TextConfig. Published Gemma 3 configs omit whatever equals these class
+// defaults (gemma-3-4b's text_config names only a few fields), so the defaults are the model.
+
+// One layer type's RoPE ("full_attention" / "sliding_attention" entry of rope_parameters, or the
+// legacy top-level keys): theta and scaling. partial rotation does not exist in Gemma 3.
+void parse_gemma3_rope_entry(const Fields& p, double default_theta, const ModelConfig& c,
+                             double& theta, RopeScaling& scaling) {
+  theta = p.number("rope_theta", default_theta);
+  if (p.has("partial_rotary_factor") && p.number("partial_rotary_factor", 1.0) != 1.0)
+    fail(p.source(), ": field \"", p.name("partial_rotary_factor"),
+         "\" is not 1; Gemma 3 rotates the whole head");
+  ModelConfig tmp;  // parse_scaling writes into a config's rope_scaling
+  tmp.max_position_embeddings = c.max_position_embeddings;
+  parse_scaling(p, p.string("rope_type", p.string("type", "default")), tmp);
+  scaling = tmp.rope_scaling;
+}
+
+void parse_gemma3_rope(const Fields& f, const json& obj, ModelConfig& c) {
+  if (f.has("partial_rotary_factor") && f.number("partial_rotary_factor", 1.0) != 1.0)
+    fail(f.source(), ": field \"", f.name("partial_rotary_factor"),
+         "\" is not 1; Gemma 3 rotates the whole head");
+  const double global_theta = f.number("rope_theta", 1000000.0);
+  const double local_theta = f.number("rope_local_base_freq", 10000.0);
+  if (!f.has("rope_parameters")) {
+    // Legacy keys: rope_theta and rope_scaling for full layers, rope_local_base_freq for sliding.
+    c.rope_theta = global_theta;
+    c.rope_local_theta = local_theta;
+    if (f.has("rope_scaling")) {
+      const json& rs = obj["rope_scaling"];
+      if (!rs.is_object())
+        fail(f.source(), ": field \"", f.name("rope_scaling"), "\" must be an object or null, found ",
+             rs.dump());
+      Fields s(rs, f.source(), f.name("rope_scaling") + ".");
+      parse_scaling(s, s.string("rope_type", s.string("type", "default")), c);
+    }
+    return;
+  }
+  // transformers 5: rope_parameters keyed by layer type.
+  const json& rp = obj["rope_parameters"];
+  const std::string rp_name = f.name("rope_parameters");
+  if (!rp.is_object())
+    fail(f.source(), ": field \"", rp_name, "\" must be an object, found ", rp.dump());
+  if (f.has("rope_scaling"))
+    fail(f.source(), ": fields \"", rp_name, "\" and \"", f.name("rope_scaling"),
+         "\" are both set; Gemma 3 expects one of them");
+  for (auto it = rp.begin(); it != rp.end(); ++it)
+    if (it.key() != "full_attention" && it.key() != "sliding_attention")
+      fail(f.source(), ": field \"", rp_name, "\": unexpected key \"", it.key(),
+           "\" (Gemma 3 keys RoPE by layer type: full_attention, sliding_attention)");
+  auto entry = [&](const char* type, double def_theta, double& theta, RopeScaling& scaling) {
+    if (!rp.contains(type)) {
+      theta = def_theta;
+      scaling = RopeScaling{};
+      return;
+    }
+    if (!rp[type].is_object())
+      fail(f.source(), ": field \"", rp_name, ".", type, "\" must be an object, found ",
+           rp[type].dump());
+    Fields p(rp[type], f.source(), rp_name + "." + type + ".");
+    parse_gemma3_rope_entry(p, def_theta, c, theta, scaling);
+  };
+  entry("full_attention", global_theta, c.rope_theta, c.rope_scaling);
+  entry("sliding_attention", local_theta, c.rope_local_theta, c.rope_local_scaling);
+}
+
+void parse_gemma3_layers(const Fields& f, const json& obj, ModelConfig& c) {
+  c.sliding_layers.clear();
+  if (f.has("layer_types")) {
+    const json& lt = obj["layer_types"];
+    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.num_hidden_layers)
+      fail(f.source(), ": field \"", f.name("layer_types"), "\" must be a list of ",
+           c.num_hidden_layers, " layer types, found ", lt.dump());
+    for (const json& t : lt) {
+      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+      if (s != "sliding_attention" && s != "full_attention")
+        fail(f.source(), ": field \"", f.name("layer_types"), "\": unknown layer type \"", s,
+             "\" (expected sliding_attention or full_attention)");
+      c.sliding_layers.push_back(s == "sliding_attention");
+    }
+  } else {
+    // The older form: every sliding_window_pattern-th layer is global.
+    const int64_t n = f.integer("sliding_window_pattern", 6);
+    if (n <= 0) fail(f.source(), ": field \"", f.name("sliding_window_pattern"), "\" must be > 0");
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.sliding_layers.push_back((i + 1) % n != 0);
+  }
+  const bool any_sliding =
+      std::find(c.sliding_layers.begin(), c.sliding_layers.end(), true) != c.sliding_layers.end();
+  if (!any_sliding) return;
+  if (!f.has("sliding_window") && obj.contains("sliding_window"))
+    fail(f.source(), ": field \"", f.name("sliding_window"),
+         "\" is null, but some layers are sliding_attention");
+  c.sliding_window = f.integer("sliding_window", 4096);
+  if (c.sliding_window <= 0)
+    fail(f.source(), ": field \"", f.name("sliding_window"), "\" must be positive, found ",
+         c.sliding_window);
+}
+
+// The text config `obj` (the top level for gemma3_text, text_config for gemma3).
+void parse_gemma3(const Fields& top, const Fields& f, const json& obj, ModelConfig& c) {
+  c.vocab_size = f.integer("vocab_size", 262208);
+  c.hidden_size = f.integer("hidden_size", 2304);
+  c.intermediate_size = f.integer("intermediate_size", 9216);
+  c.num_hidden_layers = f.integer("num_hidden_layers", 26);
+  c.num_attention_heads = f.integer("num_attention_heads", 8);
+  c.num_key_value_heads = f.integer("num_key_value_heads", 4);
+  c.head_dim = f.integer("head_dim", 256);
+  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                          "num_attention_heads", "head_dim"})
+    if (f.integer(key, 1) <= 0) fail(f.source(), ": field \"", f.name(key), "\" must be positive");
+  if (c.num_key_value_heads <= 0 || c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(f.source(), ": field \"", f.name("num_key_value_heads"), "\" (", c.num_key_value_heads,
+         ") must divide \"", f.name("num_attention_heads"), "\" (", c.num_attention_heads, ")");
+  c.max_position_embeddings = f.integer("max_position_embeddings", 131072);
+  c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);
+  c.partial_rotary_factor = 1.0;
+  parse_gemma3_rope(f, obj, c);
+  parse_gemma3_layers(f, obj, c);
+  c.tie_word_embeddings = top.boolean("tie_word_embeddings", f.boolean("tie_word_embeddings", true));
+  c.attention_bias = f.boolean("attention_bias", false);
+  c.mlp_bias = false;
+  c.qk_norm = true;
+  c.zero_centered_norm = true;  // Gemma's RMSNorm: x_normed * (1 + w), every norm
+  c.query_pre_attn_scalar = f.number("query_pre_attn_scalar", 256.0);
+  if (!(c.query_pre_attn_scalar > 0))
+    fail(f.source(), ": field \"", f.name("query_pre_attn_scalar"), "\" must be positive");
+  c.final_logit_softcapping = f.number("final_logit_softcapping", 0.0);
+  if (f.has("final_logit_softcapping") && !(c.final_logit_softcapping > 0))
+    fail(f.source(), ": field \"", f.name("final_logit_softcapping"),
+         "\" must be positive or null, found ", c.final_logit_softcapping);
+  if (f.has("attn_logit_softcapping"))
+    fail(f.source(), ": field \"", f.name("attn_logit_softcapping"),
+         "\" is set: soft-capped attention scores are not supported (Gemma 3 checkpoints leave "
+         "it null)");
+  if (f.boolean("use_bidirectional_attention", false))
+    fail(f.source(), ": field \"", f.name("use_bidirectional_attention"),
+         "\" is true: bidirectional (encoder) attention is not supported");
+  // Gemma3MLP reads hidden_activation only (a hidden_act key is not used by transformers).
+  c.hidden_activation = f.string("hidden_activation", "gelu_pytorch_tanh");
+  if (c.hidden_activation != "gelu_pytorch_tanh" && c.hidden_activation != "gelu_new")
+    fail(f.source(), ": field \"", f.name("hidden_activation"), "\" is \"", c.hidden_activation,
+         "\"; lockstep's gemma3 implements gelu_pytorch_tanh (and gelu_new, the same formula)");
+  c.hidden_activation = "gelu_pytorch_tanh";
+  c.torch_dtype = f.string("torch_dtype", f.string("dtype", top.string("torch_dtype", "float32")));
+  parse_moe(f, obj, c);  // dense: refuses a config that lists experts
+}
+
 // MLX's top-level "quantization" block (mlx-lm writes it; "affine" mode is the only one here).
 void parse_quantization(const Fields& top, const json& root, ModelConfig& c) {
   if (!top.has("quantization")) return;
@@ -311,6 +459,13 @@ bool ModelConfig::has_moe() const {
   return false;
 }
 
+int64_t ModelConfig::attention_window(int64_t layer) const {
+  if (layer < 0 || layer >= num_hidden_layers)
+    fail(source, ": layer ", layer, " out of range (", num_hidden_layers, " layers)");
+  if (sliding_layers.empty() || !sliding_layers[static_cast<size_t>(layer)]) return 0;
+  return sliding_window;
+}
+
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
   json root;
   try {
@@ -343,6 +498,19 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     prefix = "text_config.";
     c.weight_prefix = "model.language_model.";
     c.model_type = "qwen3_5_moe_text";
+  } else if (type == "gemma3") {
+    // Gemma3ForConditionalGeneration: the language model's config under text_config, its weights
+    // under language_model.model. (published checkpoints; transformers 5.17's save_pretrained
+    // writes them so too). models/gemma3.cpp also reads transformers' module names,
+    // model.language_model.
+    if (!root.contains("text_config") || !root["text_config"].is_object())
+      fail(source, ": model_type gemma3 needs a \"text_config\" object");
+    text = &root["text_config"];
+    prefix = "text_config.";
+    c.weight_prefix = "language_model.model.";
+    c.model_type = "gemma3_text";
+  } else if (type == "gemma3_text") {
+    c.model_type = type;
   } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "qwen3_moe" ||
              type == "qwen3_5_text" || type == "qwen3_5_moe_text" || type == "qwen3_next") {
     c.model_type = type;
@@ -355,6 +523,21 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   }
   const json& obj = *text;
   Fields f(obj, source, prefix);
+  if (c.model_type == "gemma3_text") {
+    parse_gemma3(top, f, obj, c);
+    parse_quantization(top, root, c);
+    c.eos_token_ids = token_ids(f, "eos_token_id");
+    if (c.eos_token_ids.empty()) c.eos_token_ids = token_ids(top, "eos_token_id");
+    std::vector<int32_t> bos = token_ids(f, "bos_token_id");
+    if (bos.empty()) bos = token_ids(top, "bos_token_id");
+    // Gemma3TextConfig's defaults when no level names them (null means none).
+    if (!f.has("eos_token_id") && !top.has("eos_token_id") && !obj.contains("eos_token_id"))
+      c.eos_token_ids = {1};
+    if (!f.has("bos_token_id") && !top.has("bos_token_id") && !obj.contains("bos_token_id"))
+      bos = {2};
+    c.bos_token_id = bos.empty() ? -1 : bos.front();
+    return c;
+  }
   const bool hybrid = c.model_type == "qwen3_5_text" || c.model_type == "qwen3_5_moe_text" ||
                       c.model_type == "qwen3_next";
 

@@ -25,7 +25,7 @@ enum class LayerKind { FullAttention, LinearAttention };
 
 struct ModelConfig {
   std::string model_type;   // llama | qwen2 | qwen3 | qwen3_moe | qwen3_5_text | qwen3_5_moe_text
-                            // | qwen3_next
+                            // | qwen3_next | gemma3_text
   std::string source;       // path of the config.json it came from
   std::string weight_prefix = "model.";  // "model.language_model." for qwen3_5 (multimodal)
 
@@ -59,6 +59,17 @@ struct ModelConfig {
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
 
+  // Gemma 3 (gemma3_text; gemma3 wraps it). Sliding layers attend to the last sliding_window
+  // positions (the query's own included) and rotate with their own RoPE base and scaling; every
+  // layer has q/k norm and four zero-centred norms (models/gemma3.cpp).
+  std::vector<bool> sliding_layers;       // per layer: sliding_attention; empty: none
+  int64_t sliding_window = 0;
+  double rope_local_theta = 10000.0;      // RoPE of sliding layers (rope_theta: the others)
+  RopeScaling rope_local_scaling;
+  double query_pre_attn_scalar = 0;       // > 0: scores scaled by its ^-0.5, not head_dim^-0.5
+  double final_logit_softcapping = 0;     // > 0: logits = cap * tanh(logits / cap)
+  std::string hidden_activation = "silu"; // the MLP's: "silu" or "gelu_pytorch_tanh"
+
   // MLX "quantization": {"group_size", "bits"} (0: not quantized). Which tensors are quantized,
   // and at what width, is read from each tensor's own .scales (layers may be overridden).
   int64_t quant_bits = 0, quant_group_size = 0;
@@ -70,6 +81,8 @@ struct ModelConfig {
   LayerKind layer_kind(int64_t layer) const;
   bool layer_is_moe(int64_t layer) const;
   bool has_moe() const;  // some layer routes to experts
+  // Keys a query of this layer sees: sliding_window for a sliding layer, 0 (all) otherwise.
+  int64_t attention_window(int64_t layer) const;
 };
 
 // Reads <dir>/config.json (+ generation_config.json when present).

@@ -111,6 +111,7 @@ ForwardResult finish_forward(std::span<const ForwardItem> items, const FlatBatch
               head.zero_centered, normed.data());
   kernels::Floats logits = be.array<float>(r.rows * head.lm_head.rows);
   be.linear(normed.data(), r.rows, head.lm_head, nullptr, logits.data());
+  if (head.softcap > 0) be.softcap(logits.data(), r.rows * head.lm_head.rows, head.softcap);
   // Only what the items asked for crosses to the host: hidden rows if any item wants them, ids
   // for items with rules, logits if any item with output rows has none.
   const int64_t V = head.lm_head.rows;

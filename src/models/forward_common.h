@@ -58,6 +58,7 @@ struct OutputHead {
   kernels::Weight lm_head;
   float eps;
   bool zero_centered;
+  float softcap = 0;  // > 0: logits = softcap * tanh(logits / softcap) (Gemma)
 };
 ForwardResult finish_forward(std::span<const ForwardItem> items, const FlatBatch& batch,
                              const float* x, int64_t hidden, const OutputHead& head,

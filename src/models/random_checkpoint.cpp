@@ -134,6 +134,49 @@ json next_config(const Hybrid& h, int64_t experts, int64_t top_k, int64_t moe_in
   return c;
 }
 
+struct Gemma3 {
+  int64_t vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, max_pos;
+  int64_t window, pattern;    // sliding window; every pattern-th layer is global
+  double query_pre_attn_scalar;
+  double global_linear_factor;  // > 0: linear RoPE scaling on the global layers
+};
+
+// Gemma 3 text config (model_type gemma3_text, weights under "model."), with layer_types written
+// out as transformers 5 does.
+json gemma3_config(const Gemma3& g) {
+  json layer_types = json::array();
+  for (int64_t i = 0; i < g.layers; ++i)
+    layer_types.push_back((i + 1) % g.pattern == 0 ? "full_attention" : "sliding_attention");
+  json scaling = nullptr;
+  if (g.global_linear_factor > 0)
+    scaling = {{"rope_type", "linear"}, {"factor", g.global_linear_factor}};
+  return {{"architectures", {"Gemma3ForCausalLM"}},
+          {"model_type", "gemma3_text"},
+          {"vocab_size", g.vocab},
+          {"hidden_size", g.hidden},
+          {"intermediate_size", g.intermediate},
+          {"num_hidden_layers", g.layers},
+          {"num_attention_heads", g.heads},
+          {"num_key_value_heads", g.kv_heads},
+          {"head_dim", g.head_dim},
+          {"max_position_embeddings", g.max_pos},
+          {"rms_norm_eps", 1e-6},
+          {"hidden_activation", "gelu_pytorch_tanh"},
+          {"query_pre_attn_scalar", g.query_pre_attn_scalar},
+          {"sliding_window", g.window},
+          {"layer_types", layer_types},
+          {"rope_theta", 1000000.0},
+          {"rope_local_base_freq", 10000.0},
+          {"rope_scaling", scaling},
+          {"final_logit_softcapping", nullptr},
+          {"attn_logit_softcapping", nullptr},
+          {"attention_bias", false},
+          {"tie_word_embeddings", true},
+          {"pad_token_id", 0},
+          {"bos_token_id", 2},
+          {"eos_token_id", {1, 106}}};
+}
+
 json preset(const std::string& like) {
   if (like == "qwen3-0.6b")
     return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 40960,
@@ -176,6 +219,14 @@ json preset(const std::string& like) {
     return next_config({151936, 2048, 5120, 48, 16, 2, 256, 262144, 16, 32, 128, 128, 4, 1e7,
                         151645},
                        512, 10, 512, 512);
+  // Gemma 3 text models (the 4B and 27B are published wrapped as gemma3; these are their
+  // language models).
+  if (like == "gemma-3-1b")
+    return gemma3_config({262144, 1152, 6912, 26, 4, 1, 256, 32768, 512, 6, 256, 0});
+  if (like == "gemma-3-4b")
+    return gemma3_config({262208, 2560, 10240, 34, 8, 4, 256, 131072, 1024, 6, 256, 8.0});
+  if (like == "gemma-3-27b")
+    return gemma3_config({262208, 5376, 21504, 62, 32, 16, 128, 131072, 1024, 6, 168, 8.0});
   // Test presets: tiny, but every feature of the family switched on.
   if (like == "tiny-llama") {
     json c = dense_config({"llama", "LlamaForCausalLM", 512, 64, 128, 2, 4, 2, 16, 2048, 10000.0,
@@ -202,6 +253,15 @@ json preset(const std::string& like) {
   if (like == "tiny-qwen3.5-moe")  // with the MTP head, whose MLP routes too
     return hybrid_moe_config({512, 64, 0, 4, 4, 2, 32, 4096, 2, 4, 16, 16, 4, 1e7, 2}, 8, 2, 32,
                              48);
+  if (like == "tiny-gemma3") {  // window 8, so short prompts cross it; scale != head_dim^-0.5
+    json c = gemma3_config({512, 64, 128, 4, 4, 2, 32, 4096, 8, 3, 24, 2.0});
+    c["final_logit_softcapping"] = 30.0;
+    c["eos_token_id"] = 2;
+    c["bos_token_id"] = 1;
+    return c;
+  }
+  if (like == "tiny-gemma3-vocab")  // Gemma 3's real vocabulary, for chat with its tokenizer
+    return gemma3_config({262144, 64, 128, 2, 2, 1, 32, 32768, 8, 2, 32, 0});
   std::string names;
   for (const auto& n : random_checkpoint_presets()) names += (names.empty() ? "" : ", ") + n;
   fail("--like: unknown preset \"", like, "\" (expected one of ", names, ")");
@@ -267,7 +327,8 @@ std::vector<std::string> random_checkpoint_presets() {
   return {"qwen3-0.6b",      "qwen3-1.7b",         "qwen3-8b",   "llama-3.2-1b",
           "qwen3.5-0.8b",    "qwen3-30b-a3b",      "qwen3.5-35b-a3b",
           "qwen3-next-80b-a3b", "tiny-llama",      "tiny-qwen3", "tiny-qwen3.5",
-          "tiny-qwen3-moe",  "tiny-qwen3.5-moe"};
+          "tiny-qwen3-moe",  "tiny-qwen3.5-moe", "gemma-3-1b", "gemma-3-4b",
+          "gemma-3-27b",     "tiny-gemma3",        "tiny-gemma3-vocab"};
 }
 
 std::string preset_config_json(const std::string& like, DType dtype, int64_t layers) {

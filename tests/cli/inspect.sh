@@ -56,6 +56,15 @@ expect "$j" snapshot_bytes "$state"
 grep -q "3 linear : 1 full" "$tmp/tiny-qwen3.5.txt" || fail "table lacks the layer pattern"
 grep -q "mtp head *yes" "$tmp/tiny-qwen3.5.txt" || fail "table lacks the MTP head"
 
+# tiny-gemma3: sliding, sliding, global, sliding (window 8), every tensor where the layout says.
+"$bin" make-random --like tiny-gemma3 -o "$tmp/tiny-gemma3" --seed 7 2>/dev/null
+"$bin" inspect -m "$tmp/tiny-gemma3" --json > "$tmp/tiny-gemma3.json"
+j="$tmp/tiny-gemma3.json"
+expect "$j" model_type '"gemma3_text"'
+expect "$j" layer_pattern '"3 sliding (window 8) : 1 global"'
+expect "$j" missing_tensors "[]"
+expect "$j" mismatched_tensors "[]"
+
 # Bytes by dtype follow --dtype; the same seed gives the same bytes.
 "$bin" make-random --like tiny-qwen3 -o "$tmp/f32" --dtype f32 --seed 7 2>/dev/null
 "$bin" inspect -m "$tmp/f32" --json > "$tmp/f32.json"

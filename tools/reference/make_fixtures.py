@@ -184,6 +184,39 @@ def qwen35moe_wrapped_bf16():
                 tie_word_embeddings=False)
 
 
+SLIDE = "sliding_attention"
+
+
+def gemma3_f32():
+    # 4 layers by sliding_window_pattern 3 (sliding, sliding, full, sliding), window 6 so the
+    # 20 ids cross it; query_pre_attn_scalar 20 (not head_dim 16), linear RoPE scaling on the
+    # global layer only, final-logit soft-capping on, tied (the Gemma 3 default).
+    return _cfg("Gemma3TextConfig", vocab_size=VOCAB, hidden_size=48, intermediate_size=72, num_hidden_layers=4,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                rms_norm_eps=1e-6, sliding_window=6, sliding_window_pattern=3, query_pre_attn_scalar=20,
+                rope_parameters={FULL: {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 2.0},
+                                 SLIDE: {"rope_type": "default", "rope_theta": 10000.0}},
+                final_logit_softcapping=6.0, attn_logit_softcapping=None, hidden_activation="gelu_pytorch_tanh",
+                tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+
+def gemma3_wrapped_bf16():
+    # Gemma3ForConditionalGeneration's text model: hidden 64 (sqrt 8 is exact in bf16, so the
+    # embedding scale's rounding does not depend on the dtype transformers runs in), window 5,
+    # explicit layer_types, MQA, rope_parameters as transformers 5 writes them; tiny SigLIP tower.
+    text = _cfg("Gemma3TextConfig", vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                layer_types=[SLIDE, FULL, SLIDE], num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                max_position_embeddings=256, rms_norm_eps=1e-6, sliding_window=5, query_pre_attn_scalar=32,
+                rope_parameters={FULL: {"rope_type": "default", "rope_theta": 1000000.0},
+                                 SLIDE: {"rope_type": "default", "rope_theta": 10000.0}},
+                final_logit_softcapping=None, tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
+                pad_token_id=0)
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                  image_size=28, patch_size=14, num_channels=3)
+    return _cfg("Gemma3Config", text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                tie_word_embeddings=True)
+
+
 # name -> (config fn, model class, weights dtype, seed, legacy rope keys in config.json, MTP, extra config keys)
 FIXTURES = {
     "llama-f32": (llama_f32, "LlamaForCausalLM", "float32", 101, True, False, {}),
@@ -207,6 +240,9 @@ FIXTURES = {
     "qwen35moe-wrapped-bf16": (qwen35moe_wrapped_bf16, "Qwen3_5MoeForConditionalGeneration", "bfloat16", 114,
                                False, True, {"attn_output_gate": True, "mtp_num_hidden_layers": 1,
                                              "mtp_use_dedicated_embeddings": False}),
+    "gemma3-f32": (gemma3_f32, "Gemma3ForCausalLM", "float32", 115, "gemma3", False, {}),
+    "gemma3-wrapped-bf16": (gemma3_wrapped_bf16, "Gemma3ForConditionalGeneration", "bfloat16", 116, False, False,
+                            {}),
 }
 
 
@@ -246,7 +282,7 @@ def init_tensor(name, p, g):
     raise ValueError(f"unexpected parameter {name} {shape}")
 
 
-def randomize(module, seed, skip=("model.visual.",), tied=False):
+def randomize(module, seed, skip=("model.visual.", "model.vision_tower."), tied=False):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in sorted(module.named_parameters(), key=lambda kv: kv[0]):
@@ -278,10 +314,29 @@ def to_legacy_rope(cfg):
     return cfg
 
 
+def to_legacy_gemma3(cfg):
+    """Gemma 3 as most published configs have it: rope_theta and rope_scaling (global layers),
+    rope_local_base_freq (sliding layers), and sliding_window_pattern instead of layer_types."""
+    rp = cfg.pop("rope_parameters")
+    full, slide = dict(rp[FULL]), dict(rp[SLIDE])
+    cfg["rope_theta"] = full.pop("rope_theta")
+    cfg["rope_local_base_freq"] = slide.pop("rope_theta")
+    cfg["rope_scaling"] = None if full.get("rope_type", "default") == "default" else full
+    types = cfg.get("layer_types")
+    for n in range(1, len(types) + 2):
+        if types == [SLIDE if (i + 1) % n else FULL for i in range(len(types))]:
+            cfg.pop("layer_types")
+            cfg["sliding_window_pattern"] = n
+            break
+    return cfg
+
+
 def edit_config(path, legacy, extra):
     cfg = read_json(path)
     target = cfg["text_config"] if "text_config" in cfg else cfg
-    if legacy:
+    if legacy == "gemma3":
+        to_legacy_gemma3(target)
+    elif legacy:
         to_legacy_rope(target)
     target.update(extra)
     with open(path, "w") as f:
@@ -362,8 +417,9 @@ def make_fixture(name, outroot):
     cfg_path = os.path.join(d, "config.json")
     original_cfg = open(cfg_path).read()
     edit_config(cfg_path, legacy, extra)
-    config_note = ("legacy rope keys (rope_theta/partial_rotary_factor/rope_scaling)" if legacy
-                   else "transformers 5 rope_parameters")
+    config_note = ("legacy rope keys (rope_theta/partial_rotary_factor/rope_scaling)" if legacy is True
+                   else "legacy Gemma 3 keys (rope_theta/rope_local_base_freq/rope_scaling/sliding_window_pattern)"
+                   if legacy == "gemma3" else "transformers 5 rope_parameters")
     try:
         m64, info = load(cls, d, torch.float32)
         m64 = m64.to(torch.float64)
@@ -391,7 +447,7 @@ def make_fixture(name, outroot):
     tf64 = after
     tf64_inc = logits_incremental(m64, IDS)
     # (2) the same code with every float32 cast promoted to float64.
-    rot_change = rebuild_rotary_float64(m64)
+    rot_change = max(rebuild_rotary_float64(m64), rebuild_layer_type_rotary_float64(m64))
     with Float64Everywhere():
         strict = logits_whole(m64, IDS)
         strict_inc = logits_incremental(m64, IDS)
@@ -450,6 +506,26 @@ def make_fixture(name, outroot):
     print("  config.json:", json.dumps(read_json(cfg_path), sort_keys=True))
     print("  tensors:\n" + describe_safetensors(st))
     return True
+
+
+def rebuild_layer_type_rotary_float64(model):
+    """rebuild_rotary_float64 for rotary modules with one inv_freq per layer type (Gemma 3:
+    full_attention_inv_freq, sliding_attention_inv_freq), which common.py's version skips."""
+    worst = 0.0
+    for name, mod in list(model.named_modules()):
+        if not name.endswith("rotary_emb") or hasattr(mod, "inv_freq") or not hasattr(mod, "layer_types"):
+            continue
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        with Float64Everywhere():
+            new = type(mod)(config=mod.config)
+        new.to(torch.float64)
+        for lt in mod.layer_types:
+            old = getattr(mod, f"{lt}_inv_freq").double()
+            fresh = getattr(new, f"{lt}_inv_freq")
+            worst = max(worst, ((fresh - old).abs() / old.abs().clamp_min(1e-300)).max().item())
+        setattr(parent, attr, new)
+    return worst
 
 
 # ----------------------------------------------------------------------------
@@ -525,7 +601,26 @@ VARIANTS = {
     "qwen3moe-fused-f32": ("qwen3moe-f32", "fused experts (gate_up_proj / down_proj 3-D), 2 shards, "
                            "config key num_experts (as published) instead of num_local_experts"),
     "qwen3next-moe-sharded-f32": ("qwen3next-moe-f32", "one tensor per expert, 2 shards"),
+    "gemma3-wrapped-modulenames-bf16": ("gemma3-wrapped-bf16", "transformers 5 module names (model.language_model.*, "
+                                        "model.vision_tower.*, model.multi_modal_projector.*) instead of the "
+                                        "published checkpoints' language_model.model.* that save_pretrained writes, "
+                                        "2 shards"),
 }
+
+
+def to_module_names_gemma3(tensors):
+    """Gemma 3's published names (which save_pretrained keeps writing) -> the names of
+    Gemma3ForConditionalGeneration's modules in transformers 5, which it also loads."""
+    out = {}
+    for k, t in tensors.items():
+        if k.startswith("language_model.model."):
+            k = "model.language_model." + k[len("language_model.model."):]
+        elif k.startswith("language_model.lm_head."):
+            k = k[len("language_model."):]
+        elif k.startswith(("vision_tower.", "multi_modal_projector.")):
+            k = "model." + k
+        out[k] = t
+    return out
 
 
 def make_variant(name, outroot):
@@ -536,6 +631,8 @@ def make_variant(name, outroot):
     tensors = load_file(os.path.join(src, "model.safetensors"))
     if "fused" in what:
         tensors = to_fused(tensors)
+    if "module names" in what:
+        tensors = to_module_names_gemma3(tensors)
     save_sharded(tensors, d, 2)
     for f in os.listdir(src):
         if f.endswith(".json") and f != "reference.json":
@@ -572,6 +669,21 @@ def print_moe_defaults():
             print(f"  defaults {cls}: {e}")
 
 
+def print_gemma3_defaults():
+    try:
+        c = transformers.Gemma3TextConfig()
+        keys = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_parameters",
+                "sliding_window", "query_pre_attn_scalar", "tie_word_embeddings", "hidden_activation",
+                "final_logit_softcapping", "attn_logit_softcapping", "use_bidirectional_attention",
+                "bos_token_id", "eos_token_id")
+        print("  defaults Gemma3TextConfig:", {k: getattr(c, k, "<absent>") for k in keys},
+              "layer_types[:7]:", c.layer_types[:7])
+        print("  defaults Gemma3Config.tie_word_embeddings:", transformers.Gemma3Config().tie_word_embeddings)
+    except Exception as e:  # noqa: BLE001
+        print("  defaults Gemma3TextConfig:", e)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures")
@@ -581,6 +693,8 @@ def main():
     tv, pv = versions()
     print(f"transformers {tv}, torch {pv}")
     print_moe_defaults()
+    if not args.only or "gemma3" in args.only:
+        print_gemma3_defaults()
     names = [n for n in list(FIXTURES) + list(VARIANTS) if not args.only or n in args.only.split(",")]
     os.makedirs(args.out, exist_ok=True)
     ok, failed = [], []

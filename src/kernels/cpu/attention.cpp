@@ -232,23 +232,27 @@ void AttendTasks(const float* q, const AttentionRow* rows, int64_t n_heads, cons
   for (int64_t i = b; i < e; ++i) {
     const int64_t t = i / nkv, kvh = i % nkv;
     const AttentionRow& row = rows[t];
+    // The row's keys are positions [first, n_keys); offset[j] locates position first + j.
+    const int64_t first = row.first_key, n = row.n_keys - first;
     if (t != listed_row) {
-      offset.resize(row.n_keys);
-      for (int64_t p0 = 0, blk = 0; p0 < row.n_keys; p0 += kv.block_tokens, ++blk) {
+      offset.resize(n);
+      for (int64_t p = first; p < row.n_keys;) {
+        const int64_t blk = p / kv.block_tokens, in_blk = p % kv.block_tokens;
         const int64_t base = row.block_table[blk] * kv.block_tokens * stride;
-        const int64_t m = std::min(kv.block_tokens, row.n_keys - p0);
-        for (int64_t j = 0; j < m; ++j) offset[p0 + j] = base + j * stride;
+        const int64_t m = std::min(kv.block_tokens - in_blk, row.n_keys - p);
+        for (int64_t j = 0; j < m; ++j) offset[p - first + j] = base + (in_blk + j) * stride;
+        p += m;
       }
       listed_row = t;
     }
     const float* kh = static_cast<const float*>(kv.k) + kvh * hd;  // F32: checked by attention()
     const float* vh = static_cast<const float*>(kv.v) + kvh * hd;
     const int64_t* off = offset.data();
-    scores.resize(group * row.n_keys);
-    const int64_t first = (t * n_heads + kvh * group) * hd;  // the group's heads are consecutive
+    scores.resize(group * n);
+    const int64_t head0 = (t * n_heads + kvh * group) * hd;  // the group's heads are consecutive
     attend_group(
-        q + first, group, hd, row.n_keys, scale, [&](int64_t p) { return kh + off[p]; },
-        [&](int64_t p) { return vh + off[p]; }, scores.data(), out + first);
+        q + head0, group, hd, n, scale, [&](int64_t j) { return kh + off[j]; },
+        [&](int64_t j) { return vh + off[j]; }, scores.data(), out + head0);
   }
 }
 
@@ -266,6 +270,9 @@ void attention(const float* q, int64_t T, std::span<const AttentionRow> rows, in
                const KvLayerView& kv, float scale, float* out, ThreadPool& pool) {
   profile::Scope prof(profile::Op::Attention);
   if (kv.dtype != DType::F32) fail("CPU attention: the KV cache must be F32");
+  for (const AttentionRow& r : rows)
+    if (r.first_key < 0 || r.first_key >= r.n_keys)
+      fail("CPU attention: a row's keys [", r.first_key, ", ", r.n_keys, ") are empty");
   // One task per (row, KV head): the query heads of a GQA group share their key and value loads.
   // Tasks are independent outputs, so the split never changes a bit.
   pool.parallel_for(T * kv.n_kv_heads, [&](int64_t b, int64_t e) {

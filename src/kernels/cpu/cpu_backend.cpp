@@ -3,6 +3,7 @@
 // x * sigmoid(g)), so CPU results keep their bits.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -126,6 +127,15 @@ class CpuBackend final : public Backend {
   void silu_mul(const float* gate, const float* up, float* out, int64_t n) override {
     kernels::silu_mul(gate, up, out, n);
   }
+  void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) override {
+    kernels::gelu_tanh_mul(gate, up, out, n);
+  }
+  void scale(float* x, int64_t n, float s) override {
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
+  }
+  void softcap(float* x, int64_t n, float cap) override {
+    for (int64_t i = 0; i < n; ++i) x[i] = softcap_f32(x[i], cap);
+  }
   void add(float* x, const float* delta, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) x[i] += delta[i];
   }
@@ -161,7 +171,11 @@ class CpuBackend final : public Backend {
   void attention(const float* q, int64_t T, const AttentionBatch& rows, int64_t n_heads,
                  const KvLayerView& kv, float scale, float* out) override {
     std::vector<AttentionRow> r(T);
-    for (int64_t t = 0; t < T; ++t) r[t] = {rows.block_tables + t * rows.table_stride, rows.n_keys[t]};
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t n = rows.n_keys[t];
+      r[t] = {rows.block_tables + t * rows.table_stride, n,
+              rows.window > 0 ? std::max<int64_t>(0, n - rows.window) : 0};
+    }
     kernels::attention(q, T, r, n_heads, kv, scale, out, *threads_);
   }
   void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k,

@@ -31,7 +31,9 @@ float dot(const float* a, const float* b, int64_t K);
 // Attention of one query vector (one row, one head) over its keys: scores by the dot schedule
 // times `scale`, their max, exp_f32(score - max), the denominator summed in the 16-lane schedule
 // over positions (lane = position mod 16), weights score * (1 / denominator), values accumulated
-// with std::fma in position order. key(p) / value(p) return position p's vector of head_dim.
+// with std::fma in position order. key(p) / value(p) return the p-th key's vector of head_dim:
+// position p for full attention, first_key + p for a sliding-window row (lanes then count from
+// the window's first key).
 // `scores` is scratch of at least n_keys floats.
 template <typename KeyFn, typename ValueFn>
 void attend_one(const float* q, int64_t head_dim, int64_t n_keys, float scale, KeyFn key,

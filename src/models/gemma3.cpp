@@ -1,0 +1,203 @@
+// Gemma 3 forward (transformers' modeling_gemma3.py, text path):
+//   x = embed(ids) * embed_scale
+//   per layer: x += post_attention_norm(attn(input_norm(x)))
+//              x += post_feedforward_norm(mlp(pre_feedforward_norm(x)))
+//   logits = softcap(lm_head(norm(x)))
+// Every norm is zero-centred (x_normed * (1 + w)), q and k included. Sliding layers see the last
+// sliding_window positions and rotate with rope_local_theta; global layers see every position
+// and rotate with rope_theta (and its scaling). Scores are scaled by query_pre_attn_scalar^-0.5.
+#include "models/gemma3.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "models/attention_layer.h"
+#include "models/forward_common.h"
+#include "models/rope_freqs.h"
+#include "models/weights.h"
+
+namespace lockstep {
+
+float gemma3_embed_scale(int64_t hidden, DType embedding_dtype) {
+  const float s = static_cast<float>(std::sqrt(static_cast<double>(hidden)));
+  switch (embedding_dtype) {
+    case DType::BF16: return bf16_to_f32(f32_to_bf16(s));
+    case DType::F16: return f16_to_f32(f32_to_f16(s));
+    default: return s;
+  }
+}
+
+namespace {
+
+struct Gemma3Layer {
+  kernels::Floats input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;
+  AttentionWeights attn;
+  MlpWeights mlp;
+  int64_t window = 0;  // 0: global layer
+};
+
+// Where the language model's tensors are. A flat gemma3_text: model.* and lm_head.weight. A
+// wrapped gemma3: language_model.model.* and language_model.lm_head.weight in the published
+// checkpoints (and what transformers 5.17 saves), or the names of transformers' modules,
+// model.language_model.* and lm_head.weight, which it loads as well.
+struct Names {
+  std::string prefix, lm_head;
+};
+Names tensor_names(const Checkpoint& w, const ModelConfig& c) {
+  const Names published{"language_model.model.", "language_model.lm_head.weight"};
+  const Names modules{"model.language_model.", "lm_head.weight"};
+  if (c.weight_prefix == published.prefix) {
+    if (!w.has(published.prefix + "embed_tokens.weight") &&
+        w.has(modules.prefix + "embed_tokens.weight"))
+      return modules;
+    return published;
+  }
+  return {c.weight_prefix, "lm_head.weight"};
+}
+
+// The dtype whose rounding of embed_scale transformers applies: the embedding's own, or for an
+// MLX-quantized embedding the dtype of its scales (what the model computes in).
+DType embedding_dtype(const Checkpoint& w, const std::string& name) {
+  const TensorInfo& t = w.require(name);
+  if (t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16) return t.dtype;
+  const std::string scales = name.substr(0, name.size() - std::string("weight").size()) + "scales";
+  if (const TensorInfo* s = w.find(scales)) return s->dtype;
+  return DType::F32;
+}
+
+// The config with the sliding layers' RoPE in place of the global one (make_rope_table reads
+// rope_theta / rope_scaling).
+ModelConfig local_rope_config(const ModelConfig& c) {
+  ModelConfig l = c;
+  l.rope_theta = c.rope_local_theta;
+  l.rope_scaling = c.rope_local_scaling;
+  return l;
+}
+
+std::unique_ptr<kernels::Backend> gemma3_backend(const ModelConfig& c, const ModelOptions& o) {
+  if (o.device != kernels::Device::Cpu)
+    fail(c.source, ": ", c.model_type, " runs on the CPU only for now (the CUDA attention "
+         "kernels do not honour sliding windows yet); use --device cpu");
+  return kernels::make_backend(o.device, o.pool);
+}
+
+class Gemma3Model final : public Model {
+ public:
+  Gemma3Model(const ModelConfig& c, const std::string& dir, const ModelOptions& o)
+      : config_(c),
+        ckpt_(Checkpoint::open(dir)),
+        quantize_(quantize_on_load(*ckpt_, o)),
+        be_(gemma3_backend(c, o)),
+        kv_(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.kv_block_tokens,
+            o.kv_capacity_tokens, be_.get()),
+        rope_global_(make_rope_table(c)),
+        rope_local_(make_rope_table(local_rope_config(c))) {
+    if (!c.zero_centered_norm || !c.qk_norm || c.attn_output_gate)
+      fail(c.source, ": ", c.model_type, " expects zero-centred norms and q/k norm, no gate");
+    const Checkpoint& w = *ckpt_;
+    kernels::Backend& be = *be_;
+    const Names names = tensor_names(w, c);
+    const std::string& p = names.prefix;
+    const int64_t H = c.hidden_size;
+    embed_ = be.place(matrix(w, p + "embed_tokens.weight", c.vocab_size, H));
+    embed_scale_ = gemma3_embed_scale(H, embedding_dtype(w, p + "embed_tokens.weight"));
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const std::string lp = p + "layers." + std::to_string(l) + ".";
+      Gemma3Layer layer;
+      layer.input_norm = be.upload(vector_f32(w, lp + "input_layernorm.weight", H));
+      layer.post_attention_norm =
+          be.upload(vector_f32(w, lp + "post_attention_layernorm.weight", H));
+      layer.pre_feedforward_norm =
+          be.upload(vector_f32(w, lp + "pre_feedforward_layernorm.weight", H));
+      layer.post_feedforward_norm =
+          be.upload(vector_f32(w, lp + "post_feedforward_layernorm.weight", H));
+      layer.attn = load_attention(w, c, lp + "self_attn.", be);
+      layer.mlp = load_mlp(w, c, lp + "mlp.", be);
+      layer.window = c.attention_window(l);
+      layers_.push_back(std::move(layer));
+    }
+    final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
+    lm_head_ = c.tie_word_embeddings && !w.has(names.lm_head)
+                   ? embed_
+                   : be.place(matrix(w, names.lm_head, c.vocab_size, H));
+    // transformers: scaling = query_pre_attn_scalar ** -0.5 (a Python float).
+    attn_scale_ = static_cast<float>(std::pow(c.query_pre_attn_scalar, -0.5));
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  kernels::Device device() const override { return be_->device(); }
+  const KvPool& kv_pool() const override { return kv_; }
+  KvPool& kv_pool() override { return kv_; }
+
+  std::unique_ptr<SequenceState> new_sequence() override {
+    return std::make_unique<SequenceState>(&kv_);
+  }
+
+  void truncate(SequenceState& seq, int64_t length) override {
+    if (length < 0 || length > seq.length)
+      fail("truncate: length ", length, " outside [0, ", seq.length, "]");
+    seq.length = length;
+    kv_.shrink(seq.kv_blocks, length);
+  }
+
+  ForwardResult forward(std::span<const ForwardItem> items) override {
+    const ModelConfig& c = config_;
+    const int64_t H = c.hidden_size;
+    kernels::Backend& be = *be_;
+    FlatBatch b = flatten_batch(items, kv_, rope_global_, c.max_position_embeddings,
+                                c.vocab_size, be);
+    const int64_t T = static_cast<int64_t>(b.tokens.size());
+    const float eps = static_cast<float>(c.rms_norm_eps);
+    // The sliding layers' cos/sin: the same positions through their own table.
+    std::vector<float> local_host(T * rope_local_.rotary_dim());
+    rope_local_.fill(b.rows.positions.data(), T, local_host.data());
+    const kernels::Floats local_cos_sin = be.upload(local_host);
+
+    kernels::Floats x = be.array<float>(T * H), h = be.array<float>(T * H),
+                    delta = be.array<float>(T * H), normed = be.array<float>(T * H);
+    be.embedding(embed_, b.device_tokens.data(), T, x.data());
+    be.scale(x.data(), T * H, embed_scale_);
+    // `normed` holds the last block's normed output until the next norm adds it to x
+    // (add_rms_norm: the same bits as add then rms_norm).
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const Gemma3Layer& L = layers_[l];
+      if (l == 0) be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
+      else be.add_rms_norm(x.data(), normed.data(), T, H, L.input_norm.data(), eps, true, h.data());
+      AttentionOptions opt;
+      opt.window = L.window;
+      opt.cos_sin = L.window > 0 ? local_cos_sin.data() : nullptr;
+      opt.scale = attn_scale_;
+      attention_forward(L.attn, c, h.data(), T, b.rows, kv_, l, delta.data(), be, opt);
+      be.rms_norm(delta.data(), T, H, L.post_attention_norm.data(), eps, true, normed.data());
+      be.add_rms_norm(x.data(), normed.data(), T, H, L.pre_feedforward_norm.data(), eps, true,
+                      h.data());
+      mlp_forward(L.mlp, h.data(), T, delta.data(), be);
+      be.rms_norm(delta.data(), T, H, L.post_feedforward_norm.data(), eps, true, normed.data());
+    }
+    if (c.num_hidden_layers > 0) be.add(x.data(), normed.data(), T * H);
+    const OutputHead head{&final_norm_, lm_head_, eps, true,
+                          static_cast<float>(c.final_logit_softcapping)};
+    return finish_forward(items, b, x.data(), H, head, be);
+  }
+
+ private:
+  ModelConfig config_;
+  std::unique_ptr<Checkpoint> ckpt_;
+  std::unique_ptr<QuantizeOnLoad> quantize_;  // --quantize: owns the quantized codes
+  std::unique_ptr<kernels::Backend> be_;       // before everything that lives in its memory
+  KvPool kv_;
+  kernels::RopeTable rope_global_, rope_local_;
+  kernels::Weight embed_, lm_head_;
+  float embed_scale_ = 1.0f, attn_scale_ = 1.0f;
+  std::vector<Gemma3Layer> layers_;
+  kernels::Floats final_norm_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_gemma3_model(const ModelConfig& config, const std::string& dir,
+                                         const ModelOptions& options) {
+  return std::make_unique<Gemma3Model>(config, dir, options);
+}
+
+}  // namespace lockstep
