@@ -104,7 +104,7 @@ await refused({ type: "json_schema", json_schema: { name: "x", schema: { not: { 
 await refused({ type: "json_schema", json_schema: { name: "x" } }, "response_format.json_schema.schema", "required");
 await refused({ type: "xml" }, "response_format.type", "xml");
 await refused({ type: "regex", regex: "(ab" }, "response_format.regex", "regex");
-await refused({ type: "grammar", grammar: "root ::= " }, "response_format.grammar", "grammar");
+await refused({ type: "grammar", grammar: "root ::= \"a\" missing" }, "response_format.grammar", "grammar");
 const after = await say(chat({ response_format: schemaFormat }));
 check(after.message.content === base.message.content, "the answer after the refusals differs");
 

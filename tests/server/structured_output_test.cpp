@@ -98,15 +98,19 @@ TEST_F(ShippedCache, CompilesEachSpecOnceAndEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(cache.compiles(), 1u);
   EXPECT_NE(cache.get(a, false), ca);  // without EOS ids: another vocabulary, another entry
   EXPECT_EQ(cache.compiles(), 2u);
-  cache.get(b, true);  // evicts (a, no eos), the least recently used
+  cache.get(a, true);  // a hit: (a, no eos) is now the least recently used
+  EXPECT_EQ(cache.compiles(), 2u);
+  cache.get(b, true);  // evicts (a, no eos)
   EXPECT_EQ(cache.size(), 2u);
-  cache.get(a, true);
+  EXPECT_EQ(cache.get(a, true), ca);  // still held
   EXPECT_EQ(cache.compiles(), 3u);
   cache.get(c, true);  // evicts b
   cache.get(a, true);
   EXPECT_EQ(cache.compiles(), 4u);
-  cache.get(b, true);
+  cache.get(b, true);  // compiled again
   EXPECT_EQ(cache.compiles(), 5u);
+  cache.get(a, false);
+  EXPECT_EQ(cache.compiles(), 6u);
 }
 
 TEST_F(ShippedCache, TheChatEndOfTurnEndsAConstrainedAnswer) {
@@ -128,7 +132,7 @@ TEST_F(ShippedCache, CompileErrorsAreA400NamingTheField) {
       {R"({"response_format": {"type": "json_schema", "json_schema": {"schema": {"not": {"type": "string"}}}}})",
        "response_format.json_schema.schema"},
       {R"({"response_format": {"type": "regex", "regex": "(ab"}})", "response_format.regex"},
-      {R"({"response_format": {"type": "grammar", "grammar": "root ::= "}})", "response_format.grammar"},
+      {R"({"response_format": {"type": "grammar", "grammar": "root ::= \"a\" missing"}})", "response_format.grammar"},
   };
   for (const auto& [body, field] : cases) {
     const auto f = parse_response_format(Body::parse(body));
