@@ -29,7 +29,7 @@ PY
 cache=$(bash "$src/tests/server/fetch_openai.sh" "$src")
 start_server server --threads 1 --parallel 8 --prefill-chunk 16
 start_server think -m "$tmp/thinking" --threads 1 --parallel 2
-node "$src/tests/server/structured.mjs" "$cache" "$server_url" "$think_url" || {
+node "$src/tests/server/structured.mjs" "$cache" "$server_url" "$think_url" "$bin" || {
   tail -20 "$tmp/server.log" "$tmp/think.log" >&2
   fail "structured output checks failed"
 }

@@ -4,11 +4,15 @@
 // the compiler refuses is a 400 naming the field and the keyword, and the server keeps serving.
 // With a second server whose template opens <think>, the answer lands in reasoning_content.
 //
-//   node structured.mjs <openai-cache-dir> <server-url> <thinking-server-url>
+// A completion under a schema equals `lockstep generate --json-schema` on the same prompt.
+//
+//   node structured.mjs <openai-cache-dir> <server-url> <thinking-server-url> <lockstep-binary>
+import { execFile } from "node:child_process";
 import { createRequire } from "node:module";
 import { resolve } from "node:path";
+import { promisify } from "node:util";
 
-const [cacheDir, url, thinkUrl] = process.argv.slice(2);
+const [cacheDir, url, thinkUrl, bin] = process.argv.slice(2);
 const OpenAI = createRequire(resolve(cacheDir, "package.json"))("openai");
 const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 120000 });
 const failures = [];
@@ -81,6 +85,10 @@ try {
 const comp = await client.completions.create({ model: "default", prompt: "def parse_args(", max_tokens: 96,
                                                temperature: 0, response_format: schemaFormat });
 satisfies(comp.choices[0].text, "completion json_schema");
+const cli = JSON.parse((await promisify(execFile)(bin, ["generate", "-p", "def parse_args(", "-n", "96", "--threads", "1",
+                                                        "--json", "--json-schema", JSON.stringify(schema)])).stdout);
+check(cli.text === comp.choices[0].text && cli.constraint === "complete",
+      `generate --json-schema gave ${cli.text} (${cli.constraint}), the server ${comp.choices[0].text}`);
 const rx = await client.completions.create({ model: "default", prompt: "version = ", max_tokens: 16,
                                              response_format: { type: "regex", regex: "[0-9]{1,2}\\.[0-9]{1,2}" } });
 check(/^[0-9]{1,2}\.[0-9]{1,2}$/.test(rx.choices[0].text), `regex: ${rx.choices[0].text}`);
