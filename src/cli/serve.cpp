@@ -13,6 +13,7 @@
 #include "cli/serving_setup.h"
 #include "core/error.h"
 #include "scheduler/engine.h"
+#include "server/constraint_cache.h"
 #include "server/http_server.h"
 #include "server/prompt_limit.h"
 
@@ -90,6 +91,9 @@ int run_serve(ServeFlags& f) {
   ctx.context_tokens = engine.context_tokens();  // the rule the engine checks requests with
   if (b.tokenizer) ctx.max_prompt_bytes = server::prompt_byte_limit(*b.tokenizer, ctx.context_tokens);
   ctx.vocab_size = b.model->config().vocab_size;
+  // response_format: the constraint vocabulary is built once for the model, on first use.
+  if (b.tokenizer)
+    ctx.constraints = std::make_shared<server::ConstraintCache>(*b.tokenizer, ctx.eos_ids, ctx.vocab_size);
   f.server.default_spec = f.spec.spec;
   f.server.default_draft_width = f.spec.draft_width;
   ctx.config = f.server;

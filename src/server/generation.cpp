@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/choice_text.h"
+#include "server/reasoning.h"
 #include "server/response_format.h"
 
 namespace lockstep::server {
@@ -62,7 +63,12 @@ class WholeResponse : public PendingResponse {
                                           "server_error", "cancelled"));
         }
         texts_[i].finish(ev.text_limit);
-        choices_[i].text = texts_[i].sent();
+        // Completions carry the text as is; chat splits off a leading reasoning block.
+        const ReasoningParts parts = ReasoningSplitter::split(
+            texts_[i].sent(), parsed_.endpoint == Endpoint::Chat ? parsed_.reasoning : ReasoningMode::kOff,
+            &choices_[i].has_reasoning);
+        choices_[i].text = parts.content;
+        choices_[i].reasoning = parts.reasoning;
         choices_[i].finish_reason = ev.finish_reason;
         choices_[i].tokens = static_cast<int64_t>(texts_[i].tokens().size());
       }

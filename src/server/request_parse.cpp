@@ -5,6 +5,7 @@
 
 #include "decode/speculative/drafters.h"
 #include "server/api_error.h"
+#include "server/structured_output.h"
 
 namespace lockstep::server {
 
@@ -27,11 +28,6 @@ void reject_unsupported(const Body& body, Endpoint ep) {
     const Body& lb = body.at("logit_bias");
     if (!lb.is_object()) bad_field("logit_bias", "expected an object, got " + json_kind(lb), "invalid_type");
     if (!lb.empty()) bad_field("logit_bias", "logit_bias is not supported", "unsupported_parameter");
-  }
-  if (has(body, "response_format")) {
-    const Body& rf = body.at("response_format");
-    if (!rf.is_object() || rf.value("type", std::string()) != "text")
-      bad_field("response_format", "only {\"type\": \"text\"} is supported", "unsupported_parameter");
   }
 }
 
@@ -141,6 +137,10 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
   } else if (!r.options.stop.empty()) {
     bad_field("stop", "stop strings need the model's tokenizer.json", "no_tokenizer");
   }
+  // Checked and compiled before anything is queued: a bad schema costs no engine time. Without
+  // EOS ids (ignore_eos) the output ends only where the grammar has ended, as in generate.
+  if (auto format = parse_response_format(body))
+    r.options.constraint = compile_response_format(*format, ctx, !ignore_eos);
 
   out.n = static_cast<int>(get_int(body, "n", 1, kMaxN).value_or(1));
   // The n choices are queued together; more than the server ever holds could never be accepted.
@@ -209,8 +209,12 @@ ParsedRequest parse_chat(const Body& body, const ServingContext& ctx) {
   check_model_name(body, ctx);
   // As transformers' apply_chat_template(tokenize=True): the template writes every special token
   // itself, so encoding adds none.
-  out.request.prompt = encode_text(render_chat_prompt(body, ctx), ctx, false, "messages");
+  const std::string prompt = render_chat_prompt(body, ctx);
+  out.request.prompt = encode_text(prompt, ctx, false, "messages");
   parse_common(body, ctx, out);
+  // A constrained answer is constrained from its first token, so it holds no reasoning block to
+  // split off (docs/server.md, "Reasoning").
+  if (!out.request.options.constraint) out.reasoning = reasoning_mode(prompt, ctx.tokenizer);
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "scheduler/request_queue.h"
 #include "server/json_fields.h"
+#include "server/reasoning.h"
 #include "server/serving_context.h"
 
 namespace lockstep::server {
@@ -22,6 +23,7 @@ struct ParsedRequest {
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
   int logprobs = -1;            // -1: none; else alternatives per token (top_logprobs)
+  ReasoningMode reasoning = ReasoningMode::kOff;  // chat: split <think>...</think> off the text
 };
 
 ParsedRequest parse_completion(const Body& body, const ServingContext& ctx);

@@ -110,6 +110,7 @@ json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& cho
       choice["text"] = c.text;
     } else {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (c.has_reasoning) choice["message"]["reasoning_content"] = c.reasoning;
     }
     choice["logprobs"] = with_logprobs ? logprobs_json(h.endpoint, tok, c.logprobs, 0) : json(nullptr);
     choice["finish_reason"] = c.finish_reason;
@@ -120,7 +121,8 @@ json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& cho
   return j;
 }
 
-json stream_chunk(const ResponseHeader& h, int index, const std::string& text, bool first,
+json stream_chunk(const ResponseHeader& h, int index, const std::string& text,
+                  const std::string& reasoning, bool first,
                   const std::string& finish_reason, json logprobs, bool include_usage) {
   json j = head(h, true);
   json choice;
@@ -130,6 +132,7 @@ json stream_chunk(const ResponseHeader& h, int index, const std::string& text, b
   } else {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
     if (first || !text.empty()) delta["content"] = text;
     choice["delta"] = std::move(delta);
   }

@@ -25,7 +25,9 @@ struct ResponseHeader {
 ResponseHeader new_response_header(Endpoint endpoint, const std::string& model);
 
 struct ChoiceResult {
-  std::string text;
+  std::string text;       // chat: the content, after any reasoning block
+  std::string reasoning;  // chat: the reasoning block's text (ReasoningSplitter)
+  bool has_reasoning = false;  // message.reasoning_content is sent
   std::string finish_reason;
   std::vector<TokenLogprob> logprobs;
   int64_t tokens = 0;
@@ -42,11 +44,12 @@ nlohmann::ordered_json full_response(const ResponseHeader& h, const std::vector<
                              bool with_logprobs, const Tokenizer* tokenizer,
                              int64_t prompt_tokens);
 
-// One streaming chunk for choice `index`: text (or chat delta content), an optional finish
+// One streaming chunk for choice `index`: text (or chat delta content; `reasoning`, when not
+// empty, as delta.reasoning_content), an optional finish
 // reason ("" for none), logprobs (null when not requested), and "usage": null when the client
 // asked for usage (OpenAI sends it on every chunk then, set only on the last).
 nlohmann::ordered_json stream_chunk(const ResponseHeader& h, int index, const std::string& text,
-                            bool first, const std::string& finish_reason,
+                            const std::string& reasoning, bool first, const std::string& finish_reason,
                             nlohmann::ordered_json logprobs, bool include_usage);
 // The final usage chunk: "choices": [].
 nlohmann::ordered_json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens);

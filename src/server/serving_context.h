@@ -15,6 +15,8 @@
 
 namespace lockstep::server {
 
+class ConstraintCache;
+
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -34,6 +36,8 @@ struct ServingContext {
   int64_t context_tokens = 0;                     // longest prompt + output: Engine::context_tokens()
   size_t max_prompt_bytes = SIZE_MAX;             // longest prompt text tokenized (prompt_byte_limit)
   int64_t vocab_size = 0;
+  // response_format constraints over this model's vocabulary; null without a tokenizer.
+  std::shared_ptr<ConstraintCache> constraints;
   ServerConfig config;
 };
 

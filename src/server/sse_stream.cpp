@@ -5,6 +5,7 @@
 #include "server/api_error.h"
 #include "server/choice_text.h"
 #include "server/generation.h"
+#include "server/reasoning.h"
 #include "server/response_format.h"
 
 namespace lockstep::server {
@@ -17,7 +18,10 @@ class SseResponse : public PendingResponse {
       : parsed_(p), header_(new_response_header(p.endpoint, ctx.model_name)), ctx_(ctx), stats_(stats),
         streams_(submit_choices(p, *ctx.engine)), text_offset_(streams_.size(), 0),
         finished_(streams_.size(), false), open_(streams_.size()) {
-    for (size_t i = 0; i < streams_.size(); ++i) texts_.emplace_back(ctx.tokenizer, p.request.options.stop);
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      texts_.emplace_back(ctx.tokenizer, p.request.options.stop);
+      splitters_.emplace_back(p.reasoning);
+    }
     ++stats_.open_streams;
   }
   ~SseResponse() override { --stats_.open_streams; }
@@ -35,7 +39,7 @@ class SseResponse : public PendingResponse {
       // Chat streams open with the role, as OpenAI's do; clients use it to start the message.
       if (header_.endpoint == Endpoint::Chat)
         for (size_t i = 0; i < streams_.size(); ++i)
-          out += sse_event(stream_chunk(header_, static_cast<int>(i), "", true, "", nullptr,
+          out += sse_event(stream_chunk(header_, static_cast<int>(i), "", "", true, "", nullptr,
                                         parsed_.include_usage));
     }
     for (size_t i = 0; i < streams_.size(); ++i)
@@ -82,14 +86,23 @@ class SseResponse : public PendingResponse {
       delta += texts_[i].finish(ev.text_limit);
       finish = ev.finish_reason;
     }
-    if (delta.empty() && lps.empty() && finish.empty()) return;
+    // The text of this poll, split as the whole response's would be (ReasoningSplitter).
+    ReasoningParts parts = splitters_[i].push(delta);
+    if (!finish.empty()) {
+      ReasoningParts rest = splitters_[i].finish();
+      parts.reasoning += rest.reasoning;
+      parts.content += rest.content;
+    }
+    const std::string& text = header_.endpoint == Endpoint::Chat ? parts.content : delta;
+    if (text.empty() && parts.reasoning.empty() && lps.empty() && finish.empty()) return;
     nlohmann::ordered_json lp_json = nullptr;
     if (parsed_.logprobs >= 0) {
       lp_json = logprobs_json(header_.endpoint, ctx_.tokenizer, lps, text_offset_[i]);
       for (const auto& t : lp_json.value("tokens", nlohmann::ordered_json::array()))
         text_offset_[i] += t.get<std::string>().size();
     }
-    out += sse_event(stream_chunk(header_, static_cast<int>(i), delta, false, finish, std::move(lp_json),
+    out += sse_event(stream_chunk(header_, static_cast<int>(i), text, parts.reasoning, false, finish,
+                                  std::move(lp_json),
                                   parsed_.include_usage));
   }
 
@@ -99,6 +112,7 @@ class SseResponse : public PendingResponse {
   HttpStats& stats_;
   std::vector<std::shared_ptr<RequestStream>> streams_;
   std::vector<ChoiceText> texts_;
+  std::vector<ReasoningSplitter> splitters_;  // chat: reasoning vs content (kOff passes all through)
   std::vector<size_t> text_offset_;  // completions logprobs: offset of the next token's text
   std::vector<bool> finished_;
   size_t open_;                      // choices not finished
