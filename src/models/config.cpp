@@ -483,36 +483,31 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.source = source;
   const json* text = &root;
   std::string prefix;
-  if (type == "qwen3_5") {
-    // Multimodal wrapper: the language model's config and weights live one level down.
+  // Multimodal wrappers: the language model's config lives under text_config and its weights one
+  // level down. Gemma3ForConditionalGeneration's published checkpoints (and transformers 5.17's
+  // save_pretrained) hold language_model.model.*; models/gemma3.cpp also reads transformers'
+  // module names, model.language_model.*.
+  struct Wrapper {
+    const char *outer, *text, *weights;
+  };
+  static constexpr Wrapper kWrappers[] = {
+      {"qwen3_5", "qwen3_5_text", "model.language_model."},
+      {"qwen3_5_moe", "qwen3_5_moe_text", "model.language_model."},
+      {"gemma3", "gemma3_text", "language_model.model."},
+  };
+  const Wrapper* wrapper = nullptr;
+  for (const Wrapper& w : kWrappers)
+    if (type == w.outer) wrapper = &w;
+  if (wrapper) {
     if (!root.contains("text_config") || !root["text_config"].is_object())
-      fail(source, ": model_type qwen3_5 needs a \"text_config\" object");
+      fail(source, ": model_type ", type, " needs a \"text_config\" object");
     text = &root["text_config"];
     prefix = "text_config.";
-    c.weight_prefix = "model.language_model.";
-    c.model_type = "qwen3_5_text";
-  } else if (type == "qwen3_5_moe") {
-    if (!root.contains("text_config") || !root["text_config"].is_object())
-      fail(source, ": model_type qwen3_5_moe needs a \"text_config\" object");
-    text = &root["text_config"];
-    prefix = "text_config.";
-    c.weight_prefix = "model.language_model.";
-    c.model_type = "qwen3_5_moe_text";
-  } else if (type == "gemma3") {
-    // Gemma3ForConditionalGeneration: the language model's config under text_config, its weights
-    // under language_model.model. (published checkpoints; transformers 5.17's save_pretrained
-    // writes them so too). models/gemma3.cpp also reads transformers' module names,
-    // model.language_model.
-    if (!root.contains("text_config") || !root["text_config"].is_object())
-      fail(source, ": model_type gemma3 needs a \"text_config\" object");
-    text = &root["text_config"];
-    prefix = "text_config.";
-    c.weight_prefix = "language_model.model.";
-    c.model_type = "gemma3_text";
-  } else if (type == "gemma3_text") {
-    c.model_type = type;
+    c.weight_prefix = wrapper->weights;
+    c.model_type = wrapper->text;
   } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "qwen3_moe" ||
-             type == "qwen3_5_text" || type == "qwen3_5_moe_text" || type == "qwen3_next") {
+             type == "qwen3_5_text" || type == "qwen3_5_moe_text" || type == "qwen3_next" ||
+             type == "gemma3_text") {
     c.model_type = type;
   } else if (type == "qwen2_moe" || type == "mixtral") {
     fail(source, ": MoE model_type \"", type, "\" is not supported yet (supported: ", kSupported,

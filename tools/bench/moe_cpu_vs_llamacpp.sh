@@ -15,11 +15,10 @@ src_tar="${1:?usage: $0 LLAMA_SRC.tar.xz [layers] [rounds] [threads]}"
 layers="${2:-8}"; rounds="${3:-2}"; threads="${4:-2 $(nproc)}"
 out="${OUT:-/tmp/moe-vs-llamacpp}"; work=/tmp/moe-vs-llamacpp-work
 mkdir -p "$out" "$work"
-carry=.cuda-carry-engine
-if [ -z "${LOCKSTEP_BIN:-}" ] && [ ! -d "$carry/bin" ] && [ -f "$carry-xz/engine.tar.xz" ]; then
-  mkdir -p "$carry" && tar -xJf "$carry-xz/engine.tar.xz" -C "$carry"
-fi
-bin="${LOCKSTEP_BIN:-$([ -x "$carry/bin/run-lockstep" ] && echo "$carry/bin/run-lockstep" || echo build/lockstep)}"
+root="$(pwd)"
+. tools/cuda/engine_env.sh  # the packed engine as $bin, when one travelled
+[ -x "$bin" ] || bin=build/lockstep
+bin="${LOCKSTEP_BIN:-$bin}"
 lscpu | grep -m1 "Model name" | tee "$out/summary.txt"
 
 # llama.cpp, CPU only, in the background while the weights are made.

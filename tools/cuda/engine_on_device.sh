@@ -15,17 +15,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out"
-carry="$root/.cuda-carry-engine"
-# The compressed pack (pack_engine.sh's .cuda-carry-engine-xz), when the folder itself did not travel.
-if [ ! -d "$carry/bin" ] && [ -f "$carry-xz/engine.tar.xz" ]; then
-  mkdir -p "$carry" && tar -xJf "$carry-xz/engine.tar.xz" -C "$carry"
-fi
-bin="$carry/bin/run-lockstep"  # sets LD_LIBRARY_PATH for lockstep alone (pack_engine.sh)
-# --numerics fast dlopens libcublas.so.13 (too large to carry): the image's toolkit or pip wheel.
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-  $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
-  [ -e "$d/libcublas.so.13" ] && export LOCKSTEP_CUBLAS_DIR="$d" && break
-done
+. "$root/tools/cuda/engine_env.sh"  # $carry, $bin, LOCKSTEP_CUBLAS_DIR
 mode="${1:-full}"
 work=/tmp/lockstep-cuda
 mkdir -p "$work"

@@ -12,15 +12,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out"
-carry="$root/.cuda-carry-engine"
-if [ ! -d "$carry/bin" ] && [ -f "$carry-xz/engine.tar.xz" ]; then
-  mkdir -p "$carry" && tar -xJf "$carry-xz/engine.tar.xz" -C "$carry"
-fi
-bin="$carry/bin/run-lockstep"
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-  $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
-  [ -e "$d/libcublas.so.13" ] && export LOCKSTEP_CUBLAS_DIR="$d" && break
-done
+. "$root/tools/cuda/engine_env.sh"  # $carry, $bin, LOCKSTEP_CUBLAS_DIR
 mode="${1:-full}"
 work=/tmp/lockstep-moe
 mkdir -p "$work"
