@@ -18,7 +18,7 @@ namespace {
 
 using json = nlohmann::json;
 constexpr const char* kSupported =
-    "llama, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3_next, "
+    "llama, mistral, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3_next, "
     "gemma3, gemma3_text";
 
 // Typed access to one JSON object; every error names the file and the (dotted) field.
@@ -253,6 +253,17 @@ void parse_moe(const Fields& f, const json& obj, ModelConfig& c) {
   if (c.shared_expert_intermediate_size < 0)
     fail(f.source(), ": field \"", f.name("shared_expert_intermediate_size"),
          "\" must be >= 0, found ", c.shared_expert_intermediate_size);
+}
+
+// Mistral: every layer attends to the last sliding_window positions (MistralConfig's default is
+// 4096 when the key is absent; null, as Mistral 7B v0.3 and Nemo write, means full attention).
+void parse_mistral_window(const Fields& f, const json& obj, ModelConfig& c) {
+  const bool null_window = obj.contains("sliding_window") && obj["sliding_window"].is_null();
+  c.sliding_window = null_window ? 0 : f.integer("sliding_window", 4096);
+  if (c.sliding_window < 0)
+    fail(f.source(), ": field \"", f.name("sliding_window"), "\" must be positive or null, found ",
+         c.sliding_window);
+  c.sliding_layers.assign(c.sliding_window > 0 ? c.num_hidden_layers : 0, true);
 }
 
 // Fields lockstep does not implement for these families, refused where they would change the
@@ -505,7 +516,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     prefix = "text_config.";
     c.weight_prefix = wrapper->weights;
     c.model_type = wrapper->text;
-  } else if (type == "llama" || type == "qwen2" || type == "qwen3" || type == "qwen3_moe" ||
+  } else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" ||
+             type == "qwen3_moe" ||
              type == "qwen3_5_text" || type == "qwen3_5_moe_text" || type == "qwen3_next" ||
              type == "gemma3_text") {
     c.model_type = type;
@@ -560,8 +572,10 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
            ")");
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
-  c.max_position_embeddings =
-      f.integer("max_position_embeddings", c.model_type == "llama" ? 2048 : 32768);
+  const int64_t default_positions = c.model_type == "llama"     ? 2048
+                                    : c.model_type == "mistral" ? 4096 * 32
+                                                                : 32768;
+  c.max_position_embeddings = f.integer("max_position_embeddings", default_positions);
   c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);
   c.rope_theta = 10000.0;
   c.partial_rotary_factor = hybrid ? 0.25 : 1.0;
@@ -571,9 +585,13 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
          c.partial_rotary_factor);
   // The wrapper decides whether lm_head is tied; fall back to the text config's own flag.
   c.tie_word_embeddings = top.boolean("tie_word_embeddings", f.boolean("tie_word_embeddings", false));
-  c.attention_bias = c.model_type == "qwen2" ? true : f.boolean("attention_bias", false);
+  // Mistral's attention has no biases whatever the config says (MistralAttention: bias=False).
+  c.attention_bias = c.model_type == "qwen2"     ? true
+                     : c.model_type == "mistral" ? false
+                                                 : f.boolean("attention_bias", false);
   c.mlp_bias = c.model_type == "llama" ? f.boolean("mlp_bias", false) : false;
-  c.qk_norm = c.model_type != "llama" && c.model_type != "qwen2";
+  c.qk_norm = c.model_type != "llama" && c.model_type != "qwen2" && c.model_type != "mistral";
+  if (c.model_type == "mistral") parse_mistral_window(f, obj, c);
   c.torch_dtype = f.string("torch_dtype", f.string("dtype", top.string("torch_dtype", "float32")));
 
   if (hybrid) parse_hybrid(f, obj, c);

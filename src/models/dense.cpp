@@ -1,4 +1,4 @@
-// llama / qwen2 / qwen3 / qwen3_moe: embed, then per layer x += attn(norm(x)); x += mlp(norm(x)); final norm,
+// llama / mistral / qwen2 / qwen3 / qwen3_moe: embed, then per layer x += attn(norm(x)); x += mlp(norm(x)); final norm,
 // lm_head. The forward reads top to bottom; every op is a kernel from kernels/ops.h.
 #include "models/dense.h"
 
@@ -17,7 +17,16 @@ struct DenseLayer {
   kernels::Floats input_norm, post_attention_norm;
   AttentionWeights attn;
   FeedForward mlp;  // dense, or routed experts (qwen3_moe)
+  int64_t window = 0;  // > 0: sliding-window attention (mistral)
 };
+
+std::unique_ptr<kernels::Backend> dense_backend(const ModelConfig& c, const ModelOptions& o) {
+  if (o.device != kernels::Device::Cpu && c.sliding_window > 0)
+    fail(c.source, ": ", c.model_type, " with sliding_window ", c.sliding_window,
+         " runs on the CPU only for now (the CUDA attention kernels do not honour sliding "
+         "windows yet); use --device cpu");
+  return kernels::make_backend(o.device, o.pool);
+}
 
 class DenseModel final : public Model {
  public:
@@ -25,7 +34,7 @@ class DenseModel final : public Model {
       : config_(c),
         ckpt_(Checkpoint::open(dir)),
         quantize_(quantize_on_load(*ckpt_, o)),
-        be_(kernels::make_backend(o.device, o.pool)),
+        be_(dense_backend(c, o)),
         kv_(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.kv_block_tokens,
             o.kv_capacity_tokens, be_.get()),
         rope_(make_rope_table(c)) {
@@ -42,6 +51,7 @@ class DenseModel final : public Model {
           be.upload(vector_f32(w, lp + "post_attention_layernorm.weight", H));
       layer.attn = load_attention(w, c, lp + "self_attn.", be);
       layer.mlp = load_feed_forward(w, c, lp + "mlp.", c.layer_is_moe(l), be);
+      layer.window = c.attention_window(l);
       layers_.push_back(std::move(layer));
     }
     final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
@@ -86,7 +96,8 @@ class DenseModel final : public Model {
       const DenseLayer& L = layers_[l];
       if (l == 0) be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, false, h.data());
       else be.add_rms_norm(x.data(), delta.data(), T, H, L.input_norm.data(), eps, false, h.data());
-      attention_forward(L.attn, c, h.data(), T, b.rows, kv_, l, delta.data(), be);
+      attention_forward(L.attn, c, h.data(), T, b.rows, kv_, l, delta.data(), be,
+                        {.window = L.window});
       be.add_rms_norm(x.data(), delta.data(), T, H, L.post_attention_norm.data(), eps, false,
                       h.data());
       feed_forward(L.mlp, h.data(), T, delta.data(), be);

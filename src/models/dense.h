@@ -1,5 +1,6 @@
-// Decoder-only transformers with full attention in every layer: llama, qwen2 (q/k/v biases), qwen3
-// (q/k RMSNorm before RoPE) and qwen3_moe (qwen3 with routed experts as the feed-forward block).
+// Decoder-only transformers with the same attention in every layer: llama, mistral (llama with an
+// optional sliding window), qwen2 (q/k/v biases), qwen3 (q/k RMSNorm before RoPE) and qwen3_moe
+// (qwen3 with routed experts as the feed-forward block).
 #pragma once
 
 #include <memory>

@@ -22,7 +22,7 @@ std::unique_ptr<SequenceState> Model::fork(const SequenceState& src, int64_t len
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
   const ModelConfig config = load_model_config(dir);
   const std::string& t = config.model_type;
-  if (t == "llama" || t == "qwen2" || t == "qwen3" || t == "qwen3_moe")
+  if (t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" || t == "qwen3_moe")
     return load_dense_model(config, dir, options);
   if (t == "qwen3_5_text" || t == "qwen3_5_moe_text" || t == "qwen3_next")
     return load_qwen3_5_model(config, dir, options);

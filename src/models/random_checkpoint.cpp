@@ -238,6 +238,18 @@ json preset(const std::string& like) {
                          {"original_max_position_embeddings", 256}};
     return c;
   }
+  if (like == "mistral-7b-v0.3") {  // the llama architecture; v0.3 has no sliding window
+    json c = dense_config({"mistral", "MistralForCausalLM", 32768, 4096, 14336, 32, 32, 8, 128,
+                           32768, 1e6, 1e-5, false, 1, 2});
+    c["sliding_window"] = nullptr;
+    return c;
+  }
+  if (like == "tiny-mistral") {  // a sliding window of 8, head_dim 32 (hidden / heads = 16)
+    json c = dense_config({"mistral", "MistralForCausalLM", 512, 64, 128, 2, 4, 2, 32, 4096, 1e6,
+                           1e-5, false, 1, 2});
+    c["sliding_window"] = 8;
+    return c;
+  }
   if (like == "tiny-qwen3")  // head_dim 32 differs from hidden / heads = 16 on purpose
     return dense_config({"qwen3", "Qwen3ForCausalLM", 512, 64, 128, 2, 4, 2, 32, 4096, 1e6, 1e-6,
                          true, 1, 2});
@@ -328,7 +340,8 @@ std::vector<std::string> random_checkpoint_presets() {
           "qwen3.5-0.8b",    "qwen3-30b-a3b",      "qwen3.5-35b-a3b",
           "qwen3-next-80b-a3b", "tiny-llama",      "tiny-qwen3", "tiny-qwen3.5",
           "tiny-qwen3-moe",  "tiny-qwen3.5-moe", "gemma-3-1b", "gemma-3-4b",
-          "gemma-3-27b",     "tiny-gemma3",        "tiny-gemma3-vocab"};
+          "gemma-3-27b",     "tiny-gemma3",        "tiny-gemma3-vocab", "mistral-7b-v0.3",
+          "tiny-mistral"};
 }
 
 std::string preset_config_json(const std::string& like, DType dtype, int64_t layers) {

@@ -249,6 +249,25 @@ TEST(ConfigTest, MoeFamiliesAndTheirDefaults) {
   EXPECT_FALSE(dense.has_moe());
 }
 
+// Mistral: the llama architecture; sliding_window absent means MistralConfig's 4096, null none.
+TEST(ConfigTest, MistralWindowDefaults) {
+  const std::string base = R"("model_type": "mistral", "vocab_size": 8, "hidden_size": 64,
+    "intermediate_size": 8, "num_hidden_layers": 2, "num_attention_heads": 4)";
+  ModelConfig absent = parse("{" + base + "}");
+  EXPECT_EQ(absent.sliding_window, 4096);
+  EXPECT_EQ(absent.attention_window(1), 4096);
+  EXPECT_EQ(absent.max_position_embeddings, 131072);
+  EXPECT_EQ(absent.head_dim, 16);
+  EXPECT_FALSE(absent.qk_norm);
+  ModelConfig none = parse("{" + base + R"(, "sliding_window": null, "head_dim": 128,
+    "attention_bias": true})");
+  EXPECT_EQ(none.attention_window(0), 0);
+  EXPECT_EQ(none.head_dim, 128);
+  EXPECT_FALSE(none.attention_bias);  // MistralAttention has no biases
+  EXPECT_EQ(parse("{" + base + R"(, "sliding_window": 7})").attention_window(0), 7);
+  expect_error("{" + base + R"(, "sliding_window": -1})", {"sliding_window"});
+}
+
 TEST(ConfigTest, MoeErrorsNameTheField) {
   const std::string base = R"("model_type": "qwen3_moe", "vocab_size": 8, "hidden_size": 64,
     "intermediate_size": 8, "num_hidden_layers": 4, "num_attention_heads": 4)";

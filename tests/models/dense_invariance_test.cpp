@@ -65,7 +65,8 @@ TEST_P(DenseInvariance, LogitsIndependentOfChunkingBatchThreadsAndBlocks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DenseInvariance,
-                         ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-qwen3-moe"));
+                         ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-qwen3-moe",
+                                           "tiny-mistral"));
 
 }  // namespace
 }  // namespace lockstep

@@ -145,6 +145,14 @@ def qwen3next_f32():
         return _cfg("Qwen3NextConfig", **base)
 
 
+def mistral_f32():
+    # head_dim 8 differs from hidden / heads = 6; a window of 6 that the 20 ids cross.
+    return _cfg("MistralConfig", vocab_size=VOCAB, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                sliding_window=6, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+
+
 MOE = dict(num_experts=6, moe_intermediate_size=20)  # 6 experts: 20 tokens x top-k reach every one
 
 
@@ -233,6 +241,7 @@ FIXTURES = {
                             {"attn_output_gate": True, "mtp_num_hidden_layers": 1,
                              "mtp_use_dedicated_embeddings": False}),
     "qwen3next-f32": (qwen3next_f32, "Qwen3NextForCausalLM", "float32", 110, True, False, {}),
+    "mistral-f32": (mistral_f32, "MistralForCausalLM", "float32", 115, True, False, {}),
     "qwen3moe-f32": (qwen3moe_f32, "Qwen3MoeForCausalLM", "float32", 111, True, False, {}),
     "qwen3next-moe-f32": (qwen3next_moe_f32, "Qwen3NextForCausalLM", "float32", 112, True, False, {}),
     "qwen35moe-f32": (qwen35moe_text, "Qwen3_5MoeForCausalLM", "float32", 113, False, True,
@@ -658,12 +667,13 @@ def make_variant(name, outroot):
 
 
 def print_moe_defaults():
-    for cls in ("Qwen3MoeConfig", "Qwen3NextConfig", "Qwen3_5MoeTextConfig"):
+    for cls in ("Qwen3MoeConfig", "Qwen3NextConfig", "Qwen3_5MoeTextConfig", "MistralConfig"):
         try:
             c = getattr(transformers, cls)()
             keys = ("num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
                     "shared_expert_intermediate_size", "norm_topk_prob", "decoder_sparse_step",
-                    "mlp_only_layers", "head_dim", "hidden_act", "intermediate_size")
+                    "mlp_only_layers", "head_dim", "hidden_act", "intermediate_size", "sliding_window",
+                    "max_position_embeddings", "rms_norm_eps", "rope_parameters", "tie_word_embeddings")
             print(f"  defaults {cls}:", {k: getattr(c, k, "<absent>") for k in keys})
         except Exception as e:  # noqa: BLE001
             print(f"  defaults {cls}: {e}")
