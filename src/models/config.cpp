@@ -148,6 +148,32 @@ void parse_rope(const Fields& f, const json& obj, ModelConfig& c) {
   parse_scaling(s, s.string("rope_type", s.string("type", "default")), c);
 }
 
+// layer_types, when present: one of `kinds` per layer (index into kinds per layer). Absent: empty.
+std::vector<size_t> layer_kinds(const Fields& f, const json& obj, int64_t layers,
+                                std::initializer_list<const char*> kinds) {
+  std::vector<size_t> out;
+  if (!f.has("layer_types")) return out;
+  const json& lt = obj["layer_types"];
+  if (!lt.is_array() || static_cast<int64_t>(lt.size()) != layers)
+    fail(f.source(), ": field \"", f.name("layer_types"), "\" must be a list of ", layers,
+         " layer types, found ", lt.dump());
+  std::string expected;
+  for (const char* k : kinds) expected += (expected.empty() ? "" : " or ") + std::string(k);
+  for (const json& t : lt) {
+    const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+    size_t i = 0;
+    for (const char* k : kinds) {
+      if (s == k) break;
+      ++i;
+    }
+    if (i == kinds.size())
+      fail(f.source(), ": field \"", f.name("layer_types"), "\": unknown layer type \"", s,
+           "\" (expected ", expected, ")");
+    out.push_back(i);
+  }
+  return out;
+}
+
 void parse_hybrid(const Fields& f, const json& obj, ModelConfig& c) {
   c.zero_centered_norm = true;
   c.attn_output_gate = f.boolean("attn_output_gate", true);
@@ -165,19 +191,11 @@ void parse_hybrid(const Fields& f, const json& obj, ModelConfig& c) {
     fail(f.source(), ": field \"", f.name("linear_conv_kernel_dim"), "\" must be positive");
 
   c.layer_types.clear();
-  if (f.has("layer_types")) {
-    const json& lt = obj["layer_types"];
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.num_hidden_layers)
-      fail(f.source(), ": field \"", f.name("layer_types"), "\" must be a list of ",
-           c.num_hidden_layers, " layer types, found ", lt.dump());
-    for (const json& t : lt) {
-      std::string s = t.is_string() ? t.get<std::string>() : t.dump();
-      if (s == "full_attention") c.layer_types.push_back(LayerKind::FullAttention);
-      else if (s == "linear_attention") c.layer_types.push_back(LayerKind::LinearAttention);
-      else
-        fail(f.source(), ": field \"", f.name("layer_types"), "\": unknown layer type \"", s,
-             "\" (expected full_attention or linear_attention)");
-    }
+  const std::vector<size_t> kinds =
+      layer_kinds(f, obj, c.num_hidden_layers, {"full_attention", "linear_attention"});
+  if (!kinds.empty()) {
+    for (size_t k : kinds)
+      c.layer_types.push_back(k == 0 ? LayerKind::FullAttention : LayerKind::LinearAttention);
   } else {
     int64_t n = f.integer("full_attention_interval", 4);
     if (n <= 0) fail(f.source(), ": field \"", f.name("full_attention_interval"), "\" must be > 0");
@@ -346,18 +364,10 @@ void parse_gemma3_rope(const Fields& f, const json& obj, ModelConfig& c) {
 
 void parse_gemma3_layers(const Fields& f, const json& obj, ModelConfig& c) {
   c.sliding_layers.clear();
-  if (f.has("layer_types")) {
-    const json& lt = obj["layer_types"];
-    if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.num_hidden_layers)
-      fail(f.source(), ": field \"", f.name("layer_types"), "\" must be a list of ",
-           c.num_hidden_layers, " layer types, found ", lt.dump());
-    for (const json& t : lt) {
-      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
-      if (s != "sliding_attention" && s != "full_attention")
-        fail(f.source(), ": field \"", f.name("layer_types"), "\": unknown layer type \"", s,
-             "\" (expected sliding_attention or full_attention)");
-      c.sliding_layers.push_back(s == "sliding_attention");
-    }
+  const std::vector<size_t> kinds =
+      layer_kinds(f, obj, c.num_hidden_layers, {"sliding_attention", "full_attention"});
+  if (!kinds.empty()) {
+    for (size_t k : kinds) c.sliding_layers.push_back(k == 0);
   } else {
     // The older form: every sliding_window_pattern-th layer is global.
     const int64_t n = f.integer("sliding_window_pattern", 6);

@@ -63,6 +63,13 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
   return b;
 }
 
+void truncate_kv(KvPool& pool, SequenceState& seq, int64_t length) {
+  if (length < 0 || length > seq.length)
+    fail("truncate: length ", length, " outside [0, ", seq.length, "]");
+  seq.length = length;
+  pool.shrink(seq.kv_blocks, length);
+}
+
 std::string graph_key(std::string_view model, std::span<const ForwardItem> items) {
   int64_t total = 0, max_keys = 0;
   std::ostringstream key;

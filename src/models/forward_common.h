@@ -51,6 +51,10 @@ class RecordedStep {
   int exceptions_;
 };
 
+// truncate() of a model whose only state is its KV cache (every position can be dropped):
+// forgets the tokens past `length` (0 <= length <= seq.length) and gives back their blocks.
+void truncate_kv(KvPool& pool, SequenceState& seq, int64_t length);
+
 // Final norm and lm_head on the rows the items asked for, copied to the host; advances each
 // sequence's length. x: [rows][hidden] in the backend's memory.
 struct OutputHead {

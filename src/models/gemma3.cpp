@@ -133,12 +133,7 @@ class Gemma3Model final : public Model {
     return std::make_unique<SequenceState>(&kv_);
   }
 
-  void truncate(SequenceState& seq, int64_t length) override {
-    if (length < 0 || length > seq.length)
-      fail("truncate: length ", length, " outside [0, ", seq.length, "]");
-    seq.length = length;
-    kv_.shrink(seq.kv_blocks, length);
-  }
+  void truncate(SequenceState& seq, int64_t length) override { truncate_kv(kv_, seq, length); }
 
   ForwardResult forward(std::span<const ForwardItem> items) override {
     const ModelConfig& c = config_;

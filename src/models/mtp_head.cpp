@@ -39,12 +39,7 @@ class MtpHead final : public MtpDrafter {
     return std::make_unique<SequenceState>(&kv_);
   }
 
-  void truncate(SequenceState& seq, int64_t length) override {
-    if (length < 0 || length > seq.length)
-      fail("mtp truncate: length ", length, " outside [0, ", seq.length, "]");
-    seq.length = length;
-    kv_.shrink(seq.kv_blocks, length);
-  }
+  void truncate(SequenceState& seq, int64_t length) override { truncate_kv(kv_, seq, length); }
 
   ForwardResult draft(std::span<const DraftItem> items) override {
     const ModelConfig& c = *s_.config;
