@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "models/checkpoint_layout.h"
 #include "models/config.h"
+#include "models/quantize.h"
 
 namespace lockstep::cli {
 namespace {
@@ -61,9 +62,8 @@ json inspect(const std::string& dir) {
   for (const auto& name : ck->names()) {
     const TensorInfo& t = *ck->find(name);
     // Packed 4/8-bit codes (uint32 words beside a .scales) hold 32 / bits parameters each.
-    const bool packed = t.dtype == DType::U32 && c.quant_bits > 0 &&
-                        ck->has((name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0
-                                     ? name.substr(0, name.size() - 7) : name) + ".scales");
+    const bool packed =
+        t.dtype == DType::U32 && c.quant_bits > 0 && ck->has(tensor_stem(name) + ".scales");
     const int64_t n = packed ? t.numel() * (32 / c.quant_bits) : t.numel();
     if (name.size() > 7 && (name.compare(name.size() - 7, 7, ".scales") == 0 ||
                             name.compare(name.size() - 7, 7, ".biases") == 0) &&
@@ -108,7 +108,7 @@ json inspect(const std::string& dir) {
     }
     const TensorInfo* found = ck->find(name);
     if (found == nullptr) missing.push_back(name);
-    else if (found->shape != t.header.shape && !ck->has(name.substr(0, name.size() - 7) + ".scales"))
+    else if (found->shape != t.header.shape && !ck->has(tensor_stem(name) + ".scales"))
       mismatched.push_back(name);
   }
 

@@ -145,8 +145,6 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   be.moe_combine(ranked.data(), weights.data(), T, k, H, shared.data(), shared_gate.data(), out);
 }
 
-int64_t mlp_bytes(const MlpWeights& w) { return w.gate.bytes() + w.up.bytes() + w.down.bytes(); }
-
 }  // namespace
 
 FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
@@ -161,15 +159,6 @@ void feed_forward(const FeedForward& ffn, const float* h, int64_t T, float* out,
                   kernels::Backend& be) {
   if (ffn.moe) moe_forward(*ffn.moe, h, T, out, be);
   else mlp_forward(ffn.dense, h, T, out, be);
-}
-
-int64_t active_bytes_per_token(const FeedForward& ffn) {
-  if (!ffn.moe) return mlp_bytes(ffn.dense);
-  const MoeWeights& m = *ffn.moe;
-  const ExpertWeights& x = m.experts.front();
-  int64_t b = m.router.bytes() + m.top_k * (x.gate.bytes() + x.up.bytes() + x.down.bytes());
-  if (m.has_shared) b += mlp_bytes(m.shared) + m.shared_gate.bytes();
-  return b;
 }
 
 }  // namespace lockstep

@@ -49,8 +49,4 @@ FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
 void feed_forward(const FeedForward& ffn, const float* h, int64_t T, float* out,
                   kernels::Backend& be);
 
-// Weight bytes one token reads through this block (the dense MLP, or the router, k experts and
-// the shared expert): what bench and inspect count as the active bytes.
-int64_t active_bytes_per_token(const FeedForward& ffn);
-
 }  // namespace lockstep

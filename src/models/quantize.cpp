@@ -43,10 +43,7 @@ bool quantizable(const TensorInfo& t, const QuantizeOptions& o) {
   return is_matrix(t) && t.shape.back() % o.group_size == 0;
 }
 
-// The name a tensor's .scales / .biases hang off ("x.weight" -> "x"; a fused stack keeps its name).
-std::string stem(const std::string& name) {
-  return ends_with(name, ".weight") ? name.substr(0, name.size() - 7) : name;
-}
+
 
 // The input's config.json with MLX's "quantization" block (and its "quantization_config" copy,
 // as mlx-lm writes both); matrices left in float are listed by module path as false.
@@ -63,7 +60,7 @@ void write_config(const QuantizeOptions& o, const std::vector<std::string>& kept
   if (config.contains("quantization"))
     fail(in.string(), ": the checkpoint is already quantized");
   nlohmann::ordered_json q = {{"group_size", o.group_size}, {"bits", o.bits}, {"mode", "affine"}};
-  for (const std::string& name : kept_matrices) q[stem(name)] = false;
+  for (const std::string& name : kept_matrices) q[tensor_stem(name)] = false;
   config["quantization"] = q;
   config["quantization_config"] = q;
   std::ofstream out(fs::path(o.out_dir) / "config.json");
@@ -86,6 +83,10 @@ void copy_side_files(const QuantizeOptions& o) {
 }
 
 }  // namespace
+
+std::string tensor_stem(const std::string& name) {
+  return ends_with(name, ".weight") ? name.substr(0, name.size() - 7) : name;
+}
 
 bool quantize_keeps_float(const std::string& name, bool keep_embeddings) {
   if (ends_with(name, "mlp.gate.weight") || ends_with(name, "shared_expert_gate.weight"))
@@ -128,8 +129,8 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
       return s;
     };
     headers.push_back({name, DType::U32, shape_with_last(cols * o.bits / 32)});
-    headers.push_back({stem(name) + ".scales", sd, shape_with_last(cols / o.group_size)});
-    headers.push_back({stem(name) + ".biases", sd, shape_with_last(cols / o.group_size)});
+    headers.push_back({tensor_stem(name) + ".scales", sd, shape_with_last(cols / o.group_size)});
+    headers.push_back({tensor_stem(name) + ".biases", sd, shape_with_last(cols / o.group_size)});
     ++sum.quantized;
   }
   const fs::path out_file = fs::path(o.out_dir) / "model.safetensors";

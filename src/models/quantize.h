@@ -28,6 +28,10 @@ struct QuantizeSummary {
 
 QuantizeSummary quantize_checkpoint(const QuantizeOptions& options);
 
+// The name a quantized matrix's .scales and .biases hang off: "x.weight" -> "x"; a fused expert
+// stack (experts.gate_up_proj) keeps its name.
+std::string tensor_stem(const std::string& name);
+
 // Matrices both quantizers (this one and --quantize at load) keep in float: MoE routers
 // (mlp.gate, shared_expert_gate: tiny, and a flipped routing decision costs more than the bytes),
 // and embed_tokens / lm_head when keep_embeddings is set.

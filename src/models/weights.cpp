@@ -22,10 +22,6 @@ QuantizeOnLoad* quantizer_for(const Checkpoint& ckpt) {
   return it == g_quantizers.end() ? nullptr : it->second;
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // The MLX layout of `stem` (.weight codes, .scales, .biases) as a Weight [rows][cols].
 kernels::Weight quantized_view(const Checkpoint& ckpt, const std::string& name,
                                const std::string& stem, int64_t rows, int64_t cols) {
@@ -55,10 +51,6 @@ kernels::Weight quantized_view(const Checkpoint& ckpt, const std::string& name,
   return w;
 }
 
-std::string stem_of(const std::string& name) {
-  return ends_with(name, ".weight") ? name.substr(0, name.size() - 7) : name;
-}
-
 }  // namespace
 
 kernels::Weight stacked_matrix(const Checkpoint& ckpt, const std::string& name, int64_t count,
@@ -67,7 +59,7 @@ kernels::Weight stacked_matrix(const Checkpoint& ckpt, const std::string& name, 
   if (index < 0 || index >= count || row_begin < 0 || row_begin + rows > total_rows)
     fail("stacked_matrix: slice ", index, " rows [", row_begin, ", ", row_begin + rows,
          ") outside [", count, ", ", total_rows, "] of ", name);
-  const std::string stem = stem_of(name);
+  const std::string stem = tensor_stem(name);
   const int64_t first_row = index * total_rows + row_begin;  // of the [count * total_rows] rows
   if (ckpt.has(stem + ".scales")) {
     const TensorInfo& codes = ckpt.require(name, {}, {DType::U32});
@@ -110,7 +102,7 @@ kernels::Weight stacked_matrix(const Checkpoint& ckpt, const std::string& name, 
 
 kernels::Weight matrix(const Checkpoint& ckpt, const std::string& name, int64_t rows,
                        int64_t cols) {
-  const std::string stem = stem_of(name);
+  const std::string stem = tensor_stem(name);
   if (ckpt.has(stem + ".scales")) return quantized_view(ckpt, name, stem, rows, cols);
   const TensorInfo& t = ckpt.require(name, {rows, cols});
   if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
