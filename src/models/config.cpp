@@ -11,69 +11,11 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "models/config_fields.h"
 
 namespace lockstep {
 
-namespace {
-
-using json = nlohmann::json;
-constexpr const char* kSupported =
-    "llama, mistral, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3_next, "
-    "gemma3, gemma3_text";
-
-// Typed access to one JSON object; every error names the file and the (dotted) field.
-class Fields {
- public:
-  Fields(const json& obj, std::string source, std::string prefix)
-      : obj_(obj), source_(std::move(source)), prefix_(std::move(prefix)) {}
-
-  // Absent and null both mean "use the default", as in transformers.
-  bool has(const char* key) const { return obj_.contains(key) && !obj_[key].is_null(); }
-  const json& raw(const char* key) const { return obj_[key]; }
-  std::string name(const char* key) const { return prefix_ + key; }
-  const std::string& source() const { return source_; }
-
-  int64_t integer(const char* key) const {
-    if (!has(key)) fail(source_, ": required field \"", name(key), "\" is missing");
-    return as_int(key);
-  }
-  int64_t integer(const char* key, int64_t def) const { return has(key) ? as_int(key) : def; }
-  int64_t positive(const char* key) const {
-    int64_t v = integer(key);
-    if (v <= 0) fail(source_, ": field \"", name(key), "\" must be positive, found ", v);
-    return v;
-  }
-  double number(const char* key, double def) const {
-    if (!has(key)) return def;
-    if (!obj_[key].is_number())
-      fail(source_, ": field \"", name(key), "\" must be a number, found ", obj_[key].dump());
-    return obj_[key].get<double>();
-  }
-  bool boolean(const char* key, bool def) const {
-    if (!has(key)) return def;
-    if (!obj_[key].is_boolean())
-      fail(source_, ": field \"", name(key), "\" must be true or false, found ", obj_[key].dump());
-    return obj_[key].get<bool>();
-  }
-  std::string string(const char* key, const std::string& def) const {
-    if (!has(key)) return def;
-    if (!obj_[key].is_string())
-      fail(source_, ": field \"", name(key), "\" must be a string, found ", obj_[key].dump());
-    return obj_[key].get<std::string>();
-  }
-
- private:
-  int64_t as_int(const char* key) const {
-    const json& v = obj_[key];
-    // 1.0 written by a Python float is accepted; 1.5 is not.
-    if (v.is_number_integer()) return v.get<int64_t>();
-    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
-      return static_cast<int64_t>(v.get<double>());
-    fail(source_, ": field \"", name(key), "\" must be an integer, found ", v.dump());
-  }
-  const json& obj_;
-  std::string source_, prefix_;
-};
+namespace config_detail {
 
 // int, list of ints, or null (no ids).
 std::vector<int32_t> token_ids(const Fields& f, const char* key) {
@@ -125,29 +67,6 @@ void parse_scaling(const Fields& s, const std::string& type, ModelConfig& c) {
   }
 }
 
-void parse_rope(const Fields& f, const json& obj, ModelConfig& c) {
-  if (f.has("partial_rotary_factor")) c.partial_rotary_factor = f.number("partial_rotary_factor", 1);
-  if (f.has("rope_parameters")) {
-    const json& rp = obj["rope_parameters"];
-    if (!rp.is_object())
-      fail(f.source(), ": field \"", f.name("rope_parameters"), "\" must be an object, found ",
-           rp.dump());
-    Fields p(rp, f.source(), f.name("rope_parameters") + ".");
-    c.rope_theta = p.number("rope_theta", f.number("rope_theta", c.rope_theta));
-    c.partial_rotary_factor = p.number("partial_rotary_factor", c.partial_rotary_factor);
-    parse_scaling(p, p.string("rope_type", p.string("type", "default")), c);
-    return;
-  }
-  c.rope_theta = f.number("rope_theta", c.rope_theta);
-  if (!f.has("rope_scaling")) return;
-  const json& rs = obj["rope_scaling"];
-  if (!rs.is_object())
-    fail(f.source(), ": field \"", f.name("rope_scaling"), "\" must be an object or null, found ",
-         rs.dump());
-  Fields s(rs, f.source(), f.name("rope_scaling") + ".");
-  parse_scaling(s, s.string("rope_type", s.string("type", "default")), c);
-}
-
 // layer_types, when present: one of `kinds` per layer (index into kinds per layer). Absent: empty.
 std::vector<size_t> layer_kinds(const Fields& f, const json& obj, int64_t layers,
                                 std::initializer_list<const char*> kinds) {
@@ -173,6 +92,42 @@ std::vector<size_t> layer_kinds(const Fields& f, const json& obj, int64_t layers
   }
   return out;
 }
+
+}  // namespace config_detail
+
+namespace {
+
+using namespace config_detail;
+
+constexpr const char* kSupported =
+    "llama, mistral, qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3_next, "
+    "gemma3, gemma3_text, gemma4, gemma4_text";
+
+
+
+void parse_rope(const Fields& f, const json& obj, ModelConfig& c) {
+  if (f.has("partial_rotary_factor")) c.partial_rotary_factor = f.number("partial_rotary_factor", 1);
+  if (f.has("rope_parameters")) {
+    const json& rp = obj["rope_parameters"];
+    if (!rp.is_object())
+      fail(f.source(), ": field \"", f.name("rope_parameters"), "\" must be an object, found ",
+           rp.dump());
+    Fields p(rp, f.source(), f.name("rope_parameters") + ".");
+    c.rope_theta = p.number("rope_theta", f.number("rope_theta", c.rope_theta));
+    c.partial_rotary_factor = p.number("partial_rotary_factor", c.partial_rotary_factor);
+    parse_scaling(p, p.string("rope_type", p.string("type", "default")), c);
+    return;
+  }
+  c.rope_theta = f.number("rope_theta", c.rope_theta);
+  if (!f.has("rope_scaling")) return;
+  const json& rs = obj["rope_scaling"];
+  if (!rs.is_object())
+    fail(f.source(), ": field \"", f.name("rope_scaling"), "\" must be an object or null, found ",
+         rs.dump());
+  Fields s(rs, f.source(), f.name("rope_scaling") + ".");
+  parse_scaling(s, s.string("rope_type", s.string("type", "default")), c);
+}
+
 
 void parse_hybrid(const Fields& f, const json& obj, ModelConfig& c) {
   c.zero_centered_norm = true;
@@ -480,6 +435,15 @@ bool ModelConfig::has_moe() const {
   return false;
 }
 
+int64_t ModelConfig::head_dim_of(int64_t layer) const {
+  return layer_head_dims.empty() ? head_dim : layer_head_dims.at(static_cast<size_t>(layer));
+}
+
+int64_t ModelConfig::kv_heads_of(int64_t layer) const {
+  return layer_kv_heads.empty() ? num_key_value_heads
+                                : layer_kv_heads.at(static_cast<size_t>(layer));
+}
+
 int64_t ModelConfig::attention_window(int64_t layer) const {
   if (layer < 0 || layer >= num_hidden_layers)
     fail(source, ": layer ", layer, " out of range (", num_hidden_layers, " layers)");
@@ -515,6 +479,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
       {"qwen3_5", "qwen3_5_text", "model.language_model."},
       {"qwen3_5_moe", "qwen3_5_moe_text", "model.language_model."},
       {"gemma3", "gemma3_text", "language_model.model."},
+      {"gemma4", "gemma4_text", "model.language_model."},
   };
   const Wrapper* wrapper = nullptr;
   for (const Wrapper& w : kWrappers)
@@ -529,7 +494,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   } else if (type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" ||
              type == "qwen3_moe" ||
              type == "qwen3_5_text" || type == "qwen3_5_moe_text" || type == "qwen3_next" ||
-             type == "gemma3_text") {
+             type == "gemma3_text" || type == "gemma4_text") {
     c.model_type = type;
   } else if (type == "qwen2_moe" || type == "mixtral") {
     fail(source, ": MoE model_type \"", type, "\" is not supported yet (supported: ", kSupported,
@@ -540,14 +505,16 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   }
   const json& obj = *text;
   Fields f(obj, source, prefix);
-  if (c.model_type == "gemma3_text") {
-    parse_gemma3(top, f, obj, c);
+  if (c.model_type == "gemma3_text" || c.model_type == "gemma4_text") {
+    if (c.model_type == "gemma3_text") parse_gemma3(top, f, obj, c);
+    else parse_gemma4(top, f, obj, c);
     parse_quantization(top, root, c);
     c.eos_token_ids = token_ids(f, "eos_token_id");
     if (c.eos_token_ids.empty()) c.eos_token_ids = token_ids(top, "eos_token_id");
     std::vector<int32_t> bos = token_ids(f, "bos_token_id");
     if (bos.empty()) bos = token_ids(top, "bos_token_id");
-    // Gemma3TextConfig's defaults when no level names them (null means none).
+    // Gemma3TextConfig's and Gemma4TextConfig's defaults when no level names them (null means
+    // none).
     if (!f.has("eos_token_id") && !top.has("eos_token_id") && !obj.contains("eos_token_id"))
       c.eos_token_ids = {1};
     if (!f.has("bos_token_id") && !top.has("bos_token_id") && !obj.contains("bos_token_id"))

@@ -25,7 +25,7 @@ enum class LayerKind { FullAttention, LinearAttention };
 
 struct ModelConfig {
   std::string model_type;   // llama | qwen2 | qwen3 | qwen3_moe | qwen3_5_text | qwen3_5_moe_text
-                            // | qwen3_next | gemma3_text
+                            // | qwen3_next | gemma3_text | gemma4_text
   std::string source;       // path of the config.json it came from
   std::string weight_prefix = "model.";  // "model.language_model." for qwen3_5 (multimodal)
 
@@ -70,6 +70,33 @@ struct ModelConfig {
   double final_logit_softcapping = 0;     // > 0: logits = cap * tanh(logits / cap)
   std::string hidden_activation = "silu"; // the MLP's: "silu" or "gelu_pytorch_tanh"
 
+  // Per-layer attention shapes (Gemma 4's full layers have their own head_dim and KV heads);
+  // empty: every layer has head_dim and num_key_value_heads.
+  std::vector<int64_t> layer_head_dims, layer_kv_heads;
+
+  // Gemma 4 (gemma4_text; gemma4 wraps it): models/gemma4.cpp. Norms are plain (x_normed * w),
+  // values get a weightless RMSNorm, scores are not scaled, and each layer's output is scaled by
+  // its layer_scalar.
+  struct Gemma4 {
+    // Full layers' values are their keys before k_norm (attention_k_eq_v).
+    bool k_eq_v = false;
+    // The last kv_shared_layers layers compute no keys or values: each attends to the cache of
+    // the last earlier layer of its type (kv_source).
+    int64_t kv_shared_layers = 0;
+    std::vector<int64_t> kv_source;  // per layer: the layer whose cache it reads (itself if own)
+    // Per-layer inputs (hidden_size_per_layer_input > 0; the E2B/E4B models).
+    int64_t per_layer_input_size = 0, per_layer_vocab = 0;
+    bool moe_block = false;          // experts beside the dense MLP (num_experts, ...)
+    bool double_wide_mlp = false;    // KV-sharing layers' MLP is 2 * intermediate_size wide
+    // RoPE of each layer type: "default" rotates the whole head with inv_freq over head_dim;
+    // "proportional" rotates the first partial_rotary_factor of each half and leaves the rest.
+    struct Rope {
+      std::string type = "default";
+      double theta = 10000.0, partial_rotary_factor = 1.0, factor = 1.0;
+    };
+    Rope full_rope, sliding_rope;
+  } gemma4;
+
   // MLX "quantization": {"group_size", "bits"} (0: not quantized). Which tensors are quantized,
   // and at what width, is read from each tensor's own .scales (layers may be overridden).
   int64_t quant_bits = 0, quant_group_size = 0;
@@ -81,6 +108,9 @@ struct ModelConfig {
   LayerKind layer_kind(int64_t layer) const;
   bool layer_is_moe(int64_t layer) const;
   bool has_moe() const;  // some layer routes to experts
+  // Attention shape of a layer (layer_head_dims / layer_kv_heads, else the uniform fields).
+  int64_t head_dim_of(int64_t layer) const;
+  int64_t kv_heads_of(int64_t layer) const;
   // Keys a query of this layer sees: sliding_window for a sliding layer, 0 (all) otherwise.
   int64_t attention_window(int64_t layer) const;
 };

@@ -13,19 +13,11 @@
 #include "core/error.h"
 #include "models/attention_layer.h"
 #include "models/forward_common.h"
+#include "models/gemma_common.h"
 #include "models/rope_freqs.h"
 #include "models/weights.h"
 
 namespace lockstep {
-
-float gemma3_embed_scale(int64_t hidden, DType embedding_dtype) {
-  const float s = static_cast<float>(std::sqrt(static_cast<double>(hidden)));
-  switch (embedding_dtype) {
-    case DType::BF16: return bf16_to_f32(f32_to_bf16(s));
-    case DType::F16: return f16_to_f32(f32_to_f16(s));
-    default: return s;
-  }
-}
 
 namespace {
 
@@ -35,35 +27,6 @@ struct Gemma3Layer {
   MlpWeights mlp;
   int64_t window = 0;  // 0: global layer
 };
-
-// Where the language model's tensors are. A flat gemma3_text: model.* and lm_head.weight. A
-// wrapped gemma3: language_model.model.* and language_model.lm_head.weight in the published
-// checkpoints (and what transformers 5.17 saves), or the names of transformers' modules,
-// model.language_model.* and lm_head.weight, which it loads as well.
-struct Names {
-  std::string prefix, lm_head;
-};
-Names tensor_names(const Checkpoint& w, const ModelConfig& c) {
-  const Names published{"language_model.model.", "language_model.lm_head.weight"};
-  const Names modules{"model.language_model.", "lm_head.weight"};
-  if (c.weight_prefix == published.prefix) {
-    if (!w.has(published.prefix + "embed_tokens.weight") &&
-        w.has(modules.prefix + "embed_tokens.weight"))
-      return modules;
-    return published;
-  }
-  return {c.weight_prefix, "lm_head.weight"};
-}
-
-// The dtype whose rounding of embed_scale transformers applies: the embedding's own, or for an
-// MLX-quantized embedding the dtype of its scales (what the model computes in).
-DType embedding_dtype(const Checkpoint& w, const std::string& name) {
-  const TensorInfo& t = w.require(name);
-  if (t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16) return t.dtype;
-  const std::string scales = name.substr(0, name.size() - std::string("weight").size()) + "scales";
-  if (const TensorInfo* s = w.find(scales)) return s->dtype;
-  return DType::F32;
-}
 
 // The config with the sliding layers' RoPE in place of the global one (make_rope_table reads
 // rope_theta / rope_scaling).
@@ -96,11 +59,11 @@ class Gemma3Model final : public Model {
       fail(c.source, ": ", c.model_type, " expects zero-centred norms and q/k norm, no gate");
     const Checkpoint& w = *ckpt_;
     kernels::Backend& be = *be_;
-    const Names names = tensor_names(w, c);
+    const GemmaNames names = gemma_tensor_names(w, c);
     const std::string& p = names.prefix;
     const int64_t H = c.hidden_size;
     embed_ = be.place(matrix(w, p + "embed_tokens.weight", c.vocab_size, H));
-    embed_scale_ = gemma3_embed_scale(H, embedding_dtype(w, p + "embed_tokens.weight"));
+    embed_scale_ = gemma_embed_scale(H, gemma_embedding_dtype(w, p + "embed_tokens.weight"));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string lp = p + "layers." + std::to_string(l) + ".";
       Gemma3Layer layer;

@@ -6,9 +6,20 @@
 
 namespace lockstep {
 
+namespace {
+std::vector<KvLayerShape> uniform(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim) {
+  return std::vector<KvLayerShape>(static_cast<size_t>(std::max<int64_t>(0, n_layers)),
+                                   {n_kv_heads, head_dim});
+}
+}  // namespace
+
 KvPool::KvPool(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t block_tokens,
                int64_t capacity_tokens, kernels::Backend* backend)
-    : n_layers_(n_layers), n_kv_heads_(n_kv_heads), head_dim_(head_dim),
+    : KvPool(uniform(n_layers, n_kv_heads, head_dim), block_tokens, capacity_tokens, backend) {}
+
+KvPool::KvPool(std::vector<KvLayerShape> layers, int64_t block_tokens, int64_t capacity_tokens,
+               kernels::Backend* backend)
+    : shapes_(std::move(layers)),
       block_tokens_(block_tokens),
       own_backend_(backend ? nullptr : kernels::make_cpu_backend()),
       backend_(backend ? backend : own_backend_.get()),
@@ -16,9 +27,15 @@ KvPool::KvPool(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t b
       elem_bytes_(dtype_size(dtype_)) {
   if (block_tokens <= 0) fail("KV block size must be positive, got ", block_tokens);
   n_blocks_ = std::max<int64_t>(1, (capacity_tokens + block_tokens - 1) / block_tokens);
-  layer_bytes_ =
-      static_cast<size_t>(n_blocks_ * block_tokens * n_kv_heads * head_dim) * elem_bytes_;
-  map_bytes_ = std::max<size_t>(1, layer_bytes_ * 2 * n_layers);
+  size_t offset = 0;
+  for (const KvLayerShape& s : shapes_) {
+    const size_t bytes =
+        static_cast<size_t>(n_blocks_ * block_tokens * s.n_kv_heads * s.head_dim) * elem_bytes_;
+    layer_offset_.push_back(offset);
+    layer_bytes_.push_back(bytes);
+    offset += 2 * bytes;
+  }
+  map_bytes_ = std::max<size_t>(1, offset);
   base_ = static_cast<char*>(backend_->allocate(map_bytes_, /*lazy=*/true));
   // Hand out low block ids first so touched memory stays compact.
   for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
@@ -29,7 +46,9 @@ KvPool::~KvPool() {
 }
 
 int64_t KvPool::bytes_per_token() const {
-  return 2 * n_layers_ * n_kv_heads_ * head_dim_ * static_cast<int64_t>(elem_bytes_);
+  int64_t elements = 0;
+  for (const KvLayerShape& s : shapes_) elements += 2 * s.n_kv_heads * s.head_dim;
+  return elements * static_cast<int64_t>(elem_bytes_);
 }
 
 int64_t KvPool::bytes_in_use() const {
@@ -60,21 +79,26 @@ void KvPool::shrink(std::vector<int32_t>& blocks, int64_t tokens) {
 void KvPool::copy_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& dst,
                          int64_t tokens) {
   reserve(dst, tokens);
-  const size_t block_bytes =
-      static_cast<size_t>(block_tokens_ * n_kv_heads_ * head_dim_) * elem_bytes_;
-  for (int64_t l = 0; l < n_layers_; ++l)
+  for (size_t l = 0; l < shapes_.size(); ++l) {
+    const size_t block_bytes =
+        static_cast<size_t>(block_tokens_ * shapes_[l].n_kv_heads * shapes_[l].head_dim) *
+        elem_bytes_;
     for (size_t b = 0; b < dst.size(); ++b)
       for (int kv = 0; kv < 2; ++kv) {
-        char* layer_base = base_ + (2 * static_cast<size_t>(l) + kv) * layer_bytes_;
+        char* layer_base = base_ + layer_offset_[l] + kv * layer_bytes_[l];
         char* to = layer_base + dst[b] * block_bytes;
         const char* from = layer_base + src[b] * block_bytes;
         backend_->copy(to, from, block_bytes);
       }
+  }
 }
 
 kernels::KvLayerView KvPool::layer(int64_t l) const {
-  const char* k = base_ + 2 * static_cast<size_t>(l) * layer_bytes_;
-  return {k, k + layer_bytes_, block_tokens_, n_kv_heads_, head_dim_, dtype_};
+  if (l < 0 || l >= static_cast<int64_t>(shapes_.size()))
+    fail("KV cache layer ", l, " out of range (", shapes_.size(), " layers)");
+  const char* k = base_ + layer_offset_[l];
+  const KvLayerShape& s = shapes_[l];
+  return {k, k + layer_bytes_[l], block_tokens_, s.n_kv_heads, s.head_dim, dtype_};
 }
 
 }  // namespace lockstep

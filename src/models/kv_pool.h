@@ -1,7 +1,9 @@
 // The KV cache: one pool of fixed-size blocks shared by every sequence of a model (the scheduler
 // admits requests by free blocks, not by a fixed split per slot). Block b of layer l holds
 // block_tokens positions of keys and of values, each [n_kv_heads][head_dim] elements of the
-// backend's kv_dtype() (float32 on the CPU, BF16 on CUDA). The storage is reserved as virtual
+// backend's kv_dtype() (float32 on the CPU, BF16 on CUDA). Layers may differ in shape (Gemma 4's
+// full layers have their own head_dim and KV heads); a block id names the same positions in
+// every layer. The storage is reserved as virtual
 // memory up front and the OS commits pages as blocks are first written, so a large capacity
 // costs nothing until used.
 #pragma once
@@ -15,12 +17,19 @@
 
 namespace lockstep {
 
+struct KvLayerShape {
+  int64_t n_kv_heads = 0, head_dim = 0;
+};
+
 class KvPool {
  public:
   // The storage lives in `backend`'s memory (when null, host memory of a CPU backend the pool
   // owns).
   KvPool(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim, int64_t block_tokens,
          int64_t capacity_tokens, kernels::Backend* backend = nullptr);
+  // One cache per entry of `layers`, each of its own shape.
+  KvPool(std::vector<KvLayerShape> layers, int64_t block_tokens, int64_t capacity_tokens,
+         kernels::Backend* backend = nullptr);
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -48,12 +57,14 @@ class KvPool {
   }
 
  private:
-  int64_t n_layers_, n_kv_heads_, head_dim_, block_tokens_, n_blocks_;
+  std::vector<KvLayerShape> shapes_;
+  int64_t block_tokens_, n_blocks_;
   std::unique_ptr<kernels::Backend> own_backend_;  // when the caller gave none
   kernels::Backend* backend_;
   DType dtype_;
   size_t elem_bytes_;
-  size_t layer_bytes_ = 0;  // bytes of one layer's keys (values alike)
+  std::vector<size_t> layer_offset_;  // per layer: where its keys start (its values follow)
+  std::vector<size_t> layer_bytes_;   // per layer: bytes of its keys (values alike)
   char* base_ = nullptr;
   size_t map_bytes_ = 0;
   std::vector<int32_t> free_;

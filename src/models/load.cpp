@@ -2,6 +2,7 @@
 #include "core/error.h"
 #include "models/dense.h"
 #include "models/gemma3.h"
+#include "models/gemma4.h"
 #include "models/model.h"
 #include "models/qwen3_5.h"
 
@@ -27,6 +28,7 @@ std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& op
   if (t == "qwen3_5_text" || t == "qwen3_5_moe_text" || t == "qwen3_next")
     return load_qwen3_5_model(config, dir, options);
   if (t == "gemma3_text") return load_gemma3_model(config, dir, options);
+  if (t == "gemma4_text") return load_gemma4_model(config, dir, options);
   fail(config.source, ": model_type \"", t, "\" has no forward implementation");
 }
 

@@ -50,21 +50,12 @@ ExpertWeights load_expert(const Checkpoint& ckpt, ExpertLayout layout, const std
 
 std::unique_ptr<MoeWeights> load_moe(const Checkpoint& ckpt, const ModelConfig& c,
                                      const std::string& p, kernels::Backend& be) {
-  const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+  const int64_t H = c.hidden_size, E = c.num_experts;
   auto m = std::make_unique<MoeWeights>();
   m->top_k = c.num_experts_per_tok;
   m->normalize = c.norm_topk_prob;
   m->router = be.place(matrix(ckpt, p + "gate.weight", E, H));
-  const ExpertLayout layout = expert_layout(ckpt, p);
-  // One tensor per expert: a checkpoint with more experts than the config is another model.
-  if (layout == ExpertLayout::PerExpert && ckpt.has(p + "experts." + std::to_string(E) +
-                                                    ".gate_proj.weight"))
-    fail(ckpt.dir(), ": tensor ", p, "experts.", E, ".gate_proj.weight exists, but the config "
-         "says num_experts = ", E);
-  for (int64_t e = 0; e < E; ++e) {
-    ExpertWeights x = load_expert(ckpt, layout, p, e, E, I, H);
-    m->experts.push_back({be.place(x.gate), be.place(x.up), be.place(x.down)});
-  }
+  m->experts = load_experts(ckpt, c, p, be);
   if (c.shared_expert_intermediate_size > 0) {
     m->has_shared = true;
     m->shared = load_mlp(ckpt, c, p + "shared_expert.", be, c.shared_expert_intermediate_size);
@@ -101,11 +92,44 @@ ExpertGroups group_by_expert(const Routing& r, int64_t E) {
 
 void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
                  kernels::Backend& be) {
-  const int64_t E = static_cast<int64_t>(m.experts.size()), k = m.top_k;
-  const int64_t H = m.router.cols, I = m.experts.front().gate.rows, n = T * k;
+  const int64_t E = static_cast<int64_t>(m.experts.size()), H = m.router.cols;
   kernels::Floats logits = be.array<float>(T * E);
   be.linear(h, T, m.router, nullptr, logits.data());
-  const Routing r = route_tokens(be.download(logits.data(), T * E), T, E, k, m.normalize);
+  const Routing r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, m.normalize);
+  if (!m.has_shared) {
+    routed_experts_forward(m.experts, false, h, T, r, nullptr, nullptr, out, be);
+    return;
+  }
+  kernels::Floats shared = be.array<float>(T * H), shared_gate = be.array<float>(T);
+  mlp_forward(m.shared, h, T, shared.data(), be);
+  be.linear(h, T, m.shared_gate, nullptr, shared_gate.data());
+  routed_experts_forward(m.experts, false, h, T, r, shared.data(), shared_gate.data(), out, be);
+}
+
+}  // namespace
+
+std::vector<ExpertWeights> load_experts(const Checkpoint& ckpt, const ModelConfig& c,
+                                        const std::string& p, kernels::Backend& be) {
+  const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
+  const ExpertLayout layout = expert_layout(ckpt, p);
+  // One tensor per expert: a checkpoint with more experts than the config is another model.
+  if (layout == ExpertLayout::PerExpert && ckpt.has(p + "experts." + std::to_string(E) +
+                                                    ".gate_proj.weight"))
+    fail(ckpt.dir(), ": tensor ", p, "experts.", E, ".gate_proj.weight exists, but the config "
+         "says num_experts = ", E);
+  std::vector<ExpertWeights> experts;
+  for (int64_t e = 0; e < E; ++e) {
+    ExpertWeights x = load_expert(ckpt, layout, p, e, E, I, H);
+    experts.push_back({be.place(x.gate), be.place(x.up), be.place(x.down)});
+  }
+  return experts;
+}
+
+void routed_experts_forward(std::span<const ExpertWeights> experts, bool gelu_tanh,
+                            const float* h, int64_t T, const Routing& r, const float* shared,
+                            const float* shared_gate, float* out, kernels::Backend& be) {
+  const int64_t E = static_cast<int64_t>(experts.size()), k = r.k;
+  const int64_t H = experts.front().gate.cols, I = experts.front().gate.rows, n = T * k;
   const ExpertGroups g = group_by_expert(r, E);
   const kernels::Ints source = be.upload(g.source), slot = be.upload(g.slot);
   const kernels::Floats weights = be.upload(r.weights);
@@ -117,35 +141,27 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   std::vector<kernels::LinearJob> jobs;
   for (int64_t e = 0; e < E; ++e) {
     if (g.count[e] == 0) continue;
-    const ExpertWeights& x = m.experts[e];
+    const ExpertWeights& x = experts[e];
     const int64_t at = g.first[e];
     jobs.push_back({xs.data() + at * H, g.count[e], &x.gate, nullptr, gate.data() + at * I});
     jobs.push_back({xs.data() + at * H, g.count[e], &x.up, nullptr, up.data() + at * I});
   }
   be.linear_grouped(jobs);
-  be.silu_mul(gate.data(), up.data(), gate.data(), n * I);
+  if (gelu_tanh) be.gelu_tanh_mul(gate.data(), up.data(), gate.data(), n * I);
+  else be.silu_mul(gate.data(), up.data(), gate.data(), n * I);
   jobs.clear();
   for (int64_t e = 0; e < E; ++e) {
     if (g.count[e] == 0) continue;
     const int64_t at = g.first[e];
-    jobs.push_back({gate.data() + at * I, g.count[e], &m.experts[e].down, nullptr,
+    jobs.push_back({gate.data() + at * I, g.count[e], &experts[e].down, nullptr,
                     ys.data() + at * H});
   }
   be.linear_grouped(jobs);
   // Back into (token, rank) order, then each token's fixed-order combination.
   kernels::Floats ranked = be.array<float>(n * H);
   be.gather_rows(ys.data(), slot.data(), n, H, ranked.data());
-  if (!m.has_shared) {
-    be.moe_combine(ranked.data(), weights.data(), T, k, H, nullptr, nullptr, out);
-    return;
-  }
-  kernels::Floats shared = be.array<float>(T * H), shared_gate = be.array<float>(T);
-  mlp_forward(m.shared, h, T, shared.data(), be);
-  be.linear(h, T, m.shared_gate, nullptr, shared_gate.data());
-  be.moe_combine(ranked.data(), weights.data(), T, k, H, shared.data(), shared_gate.data(), out);
+  be.moe_combine(ranked.data(), weights.data(), T, k, H, shared, shared_gate, out);
 }
-
-}  // namespace
 
 FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
                               const std::string& prefix, bool moe, kernels::Backend& be) {

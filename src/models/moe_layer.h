@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,26 @@
 #include "kernels/backend.h"
 #include "models/attention_layer.h"
 #include "models/config.h"
+#include "models/moe_routing.h"
 
 namespace lockstep {
 
 struct ExpertWeights {
   kernels::Weight gate, up, down;  // [I][H], [I][H], [H][I]
 };
+
+// The experts under `prefix` ("model.layers.3.mlp." / Gemma 4's "model.layers.3."), from any of
+// the published layouts below; c.num_experts of them, each [moe_intermediate_size][hidden].
+std::vector<ExpertWeights> load_experts(const Checkpoint& ckpt, const ModelConfig& c,
+                                        const std::string& prefix, kernels::Backend& be);
+
+// out[T][hidden] = for each token, its k routed experts (routing r) applied to h[T][hidden] and
+// combined by Backend::moe_combine (rank order; + sigmoid(shared_gate) * shared when shared is
+// not null). The activation is silu, or gelu_tanh when `gelu_tanh`. Tokens are grouped by
+// expert, each expert's projections the invariant linear over its rows.
+void routed_experts_forward(std::span<const ExpertWeights> experts, bool gelu_tanh,
+                            const float* h, int64_t T, const Routing& r, const float* shared,
+                            const float* shared_gate, float* out, kernels::Backend& be);
 
 struct MoeWeights {
   kernels::Weight router;  // [E][H]

@@ -13,6 +13,7 @@
 #include "model_test_util.h"
 #include "models/config.h"
 #include "models/gemma3.h"
+#include "models/gemma_common.h"
 #include "models/model.h"
 
 namespace lockstep {
@@ -96,9 +97,9 @@ TEST(Gemma3Config, FieldsThatChangeTheMathAreRefusedByName) {
 }
 
 TEST(Gemma3, EmbedScaleIsRoundedAsTransformersRoundsIt) {
-  EXPECT_EQ(gemma3_embed_scale(3072, DType::BF16), 55.5f);  // transformers' own example
-  EXPECT_EQ(gemma3_embed_scale(3072, DType::F32), static_cast<float>(std::sqrt(3072.0)));
-  EXPECT_EQ(gemma3_embed_scale(64, DType::BF16), 8.0f);
+  EXPECT_EQ(gemma_embed_scale(3072, DType::BF16), 55.5f);  // transformers' own example
+  EXPECT_EQ(gemma_embed_scale(3072, DType::F32), static_cast<float>(std::sqrt(3072.0)));
+  EXPECT_EQ(gemma_embed_scale(64, DType::BF16), 8.0f);
 }
 
 TEST(Gemma3, LogitsInvariantAcrossTheWindowBoundary) {

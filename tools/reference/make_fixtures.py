@@ -225,6 +225,53 @@ def gemma3_wrapped_bf16():
                 tie_word_embeddings=True)
 
 
+def gemma4_text_dense(hidden=48, ple=8, dtype_note=""):
+    # 6 layers (sliding, full, sliding, sliding, sliding, full): the last two share the KV of the
+    # last earlier layer of their type (num_kv_shared_layers 2: layer 4 reads layer 3's, layer 5
+    # layer 1's) and are double-wide; full layers have their own head dim (32) and one KV head
+    # whose values are its keys (attention_k_eq_v) and rotate a quarter of the head
+    # (proportional RoPE); per-layer inputs of 8; window 5 crossed by the 20 ids; soft-capping.
+    return _cfg("Gemma4TextConfig", vocab_size=VOCAB, hidden_size=hidden, intermediate_size=40, num_hidden_layers=6,
+                layer_types=[SLIDE, FULL, SLIDE, SLIDE, SLIDE, FULL], num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, global_head_dim=32, num_global_key_value_heads=1,
+                attention_k_eq_v=True, num_kv_shared_layers=2, use_double_wide_mlp=True,
+                hidden_size_per_layer_input=ple, vocab_size_per_layer_input=VOCAB, max_position_embeddings=256,
+                rms_norm_eps=1e-6, sliding_window=5,
+                rope_parameters={SLIDE: {"rope_type": "default", "rope_theta": 10000.0},
+                                 FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                        "rope_theta": 1000000.0}},
+                final_logit_softcapping=10.0, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+                enable_moe_block=False, bos_token_id=2, eos_token_id=1, pad_token_id=0)
+
+
+def gemma4_f32():
+    return gemma4_text_dense()
+
+
+def gemma4_moe_f32():
+    # The 26B-A4B shape in small: every layer runs a dense MLP and, beside it, 4 experts (top 2,
+    # router with its scale and per-expert scale); no per-layer inputs, no KV sharing; full layers
+    # with their own head dim and separate values (attention_k_eq_v off).
+    return _cfg("Gemma4TextConfig", vocab_size=VOCAB, hidden_size=40, intermediate_size=48, num_hidden_layers=3,
+                layer_types=[SLIDE, SLIDE, FULL], num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                global_head_dim=24, attention_k_eq_v=False, num_kv_shared_layers=0,
+                hidden_size_per_layer_input=0, max_position_embeddings=256, rms_norm_eps=1e-6, sliding_window=6,
+                rope_parameters={SLIDE: {"rope_type": "default", "rope_theta": 10000.0},
+                                 FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                        "rope_theta": 1000000.0}},
+                final_logit_softcapping=None, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+                enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=24,
+                bos_token_id=2, eos_token_id=1, pad_token_id=0)
+
+
+def gemma4_wrapped_bf16():
+    # Gemma4ForConditionalGeneration with no vision or audio tower: hidden 64 and per-layer
+    # inputs 16 (sqrt 8 and 4 are exact in bf16, so the embedding scales do not depend on the
+    # dtype transformers runs in).
+    return _cfg("Gemma4Config", text_config=gemma4_text_dense(hidden=64, ple=16), vision_config=None,
+                audio_config=None, tie_word_embeddings=True)
+
+
 # name -> (config fn, model class, weights dtype, seed, legacy rope keys in config.json, MTP, extra config keys)
 FIXTURES = {
     "llama-f32": (llama_f32, "LlamaForCausalLM", "float32", 101, True, False, {}),
@@ -251,6 +298,10 @@ FIXTURES = {
                                              "mtp_use_dedicated_embeddings": False}),
     "gemma3-f32": (gemma3_f32, "Gemma3ForCausalLM", "float32", 115, "gemma3", False, {}),
     "gemma3-wrapped-bf16": (gemma3_wrapped_bf16, "Gemma3ForConditionalGeneration", "bfloat16", 116, False, False,
+                            {}),
+    "gemma4-f32": (gemma4_f32, "Gemma4ForCausalLM", "float32", 117, "gemma4", False, {}),
+    "gemma4-moe-f32": (gemma4_moe_f32, "Gemma4ForCausalLM", "float32", 118, "gemma4", False, {}),
+    "gemma4-wrapped-bf16": (gemma4_wrapped_bf16, "Gemma4ForConditionalGeneration", "bfloat16", 119, False, False,
                             {}),
 }
 
@@ -301,6 +352,10 @@ def randomize(module, seed, skip=("model.visual.", "model.vision_tower."), tied=
             if tied and "embed_tokens" in name:
                 v = v * 0.4  # else each token's own logit (|e|^2) dominates the tied lm_head
             p.copy_(v)
+        # Gemma 4's per-layer output scale is a buffer (saved, initialised to 1).
+        for name, b in sorted(module.named_buffers(), key=lambda kv: kv[0]):
+            if name.endswith("layer_scalar"):
+                b.copy_(0.7 + 0.6 * torch.rand(b.shape, generator=g))
 
 
 # ----------------------------------------------------------------------------
@@ -340,10 +395,27 @@ def to_legacy_gemma3(cfg):
     return cfg
 
 
+def to_published_gemma4(cfg):
+    """Gemma 4 as the published configs have it: global_head_dim and num_global_key_value_heads
+    instead of the per_layer_config that transformers 5.17 writes for the full layers."""
+    per_layer = cfg.pop("per_layer_config", None) or {}
+    overrides = [dict(v) for v in per_layer.values()]
+    if overrides and any(o != overrides[0] for o in overrides):
+        raise RuntimeError(f"per_layer_config differs between layers: {per_layer}")
+    first = overrides[0] if overrides else {}
+    if "head_dim" in first:
+        cfg["global_head_dim"] = first["head_dim"]
+    if "num_key_value_heads" in first:
+        cfg["num_global_key_value_heads"] = first["num_key_value_heads"]
+    return cfg
+
+
 def edit_config(path, legacy, extra):
     cfg = read_json(path)
     target = cfg["text_config"] if "text_config" in cfg else cfg
-    if legacy == "gemma3":
+    if legacy == "gemma4":
+        to_published_gemma4(target)
+    elif legacy == "gemma3":
         to_legacy_gemma3(target)
     elif legacy:
         to_legacy_rope(target)
@@ -428,7 +500,9 @@ def make_fixture(name, outroot):
     edit_config(cfg_path, legacy, extra)
     config_note = ("legacy rope keys (rope_theta/partial_rotary_factor/rope_scaling)" if legacy is True
                    else "legacy Gemma 3 keys (rope_theta/rope_local_base_freq/rope_scaling/sliding_window_pattern)"
-                   if legacy == "gemma3" else "transformers 5 rope_parameters")
+                   if legacy == "gemma3"
+                   else "published Gemma 4 keys (global_head_dim/num_global_key_value_heads, no per_layer_config)"
+                   if legacy == "gemma4" else "transformers 5 rope_parameters")
     try:
         m64, info = load(cls, d, torch.float32)
         m64 = m64.to(torch.float64)
@@ -549,7 +623,8 @@ def router_margin(model, ids):
     seen = []
     hooks = []
     for name, mod in model.named_modules():
-        if name.endswith("mlp.gate") and hasattr(mod, "weight") and mod.weight.dim() == 2:
+        if (name.endswith("mlp.gate") or name.endswith("router.proj")) and hasattr(mod, "weight") \
+                and mod.weight.dim() == 2:
             hooks.append(mod.register_forward_pre_hook(lambda m, a: seen.append((m.weight, a[0]))))
     if not hooks:
         return None
@@ -559,7 +634,7 @@ def router_margin(model, ids):
         for h in hooks:
             h.remove()
     cfg = model.config.get_text_config()
-    k = cfg.num_experts_per_tok
+    k = getattr(cfg, "num_experts_per_tok", None) or cfg.top_k_experts
     worst = float("inf")
     for w, x in seen:
         probs = torch.softmax(x.reshape(-1, x.shape[-1]).double() @ w.double().t(), dim=-1)
