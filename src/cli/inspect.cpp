@@ -26,9 +26,28 @@ struct InspectArgs {
   bool json = false;
 };
 
-// F32 bytes per token of the KV cache for `layers` full-attention layers (K and V).
+// F32 bytes per token of the KV cache of `layers` uniform full-attention layers (K and V).
 int64_t kv_bytes_per_token(const ModelConfig& c, int64_t layers) {
   return 2 * layers * c.num_key_value_heads * c.head_dim * 4;
+}
+
+// Layers with a KV cache of their own: full attention, not reading another layer's (Gemma 4).
+int64_t kv_cache_layers(const ModelConfig& c) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    n += c.layer_kind(l) == LayerKind::FullAttention &&
+         (c.gemma4.kv_source.empty() || c.gemma4.kv_source[l] == l);
+  return n;
+}
+
+// "kv heads X, dim Y" of the full layers when they differ from the rest (Gemma 4), else "".
+std::string full_layer_shape(const ModelConfig& c) {
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    if (c.attention_window(l) == 0 && c.layer_kind(l) == LayerKind::FullAttention &&
+        (c.head_dim_of(l) != c.head_dim || c.kv_heads_of(l) != c.num_key_value_heads))
+      return "global layers: " + std::to_string(c.kv_heads_of(l)) + " kv heads of dim " +
+             std::to_string(c.head_dim_of(l));
+  return "";
 }
 
 // F32 bytes of one linear-attention layer's state: the causal conv keeps the last kernel-1
@@ -123,6 +142,7 @@ json inspect(const std::string& dir) {
             {"kv_heads", c.num_key_value_heads},
             {"head_dim", c.head_dim},
             {"rotary_dim", c.rotary_dim()},
+            {"full_layer_shape", full_layer_shape(c)},
             {"vocab_size", c.vocab_size},
             {"tied_embeddings", c.tie_word_embeddings},
             {"rope_type", c.rope_scaling.type},
@@ -140,7 +160,8 @@ json inspect(const std::string& dir) {
             {"tensors", ck->names().size()},
             {"bytes", ck->total_bytes()},
             {"bytes_by_dtype", by_dtype},
-            {"kv_bytes_per_token", kv_bytes_per_token(c, full)},
+            {"kv_bytes_per_token", c.kv_elements_per_token() * 4},
+            {"kv_cache_layers", kv_cache_layers(c)},
             {"missing_tensors", missing},
             {"mismatched_tensors", mismatched}};
   if (mtp) j["mtp_kv_bytes_per_token"] = kv_bytes_per_token(c, c.mtp_num_hidden_layers);
@@ -178,7 +199,10 @@ void print_table(const json& j) {
   row("layers", num(j["layers"]) + " (" + j["layer_pattern"].get<std::string>() + ")");
   row("hidden / intermediate", num(j["hidden_size"]) + " / " + num(j["intermediate_size"]));
   row("heads / kv heads / dim", num(j["attention_heads"]) + " / " + num(j["kv_heads"]) + " / " +
-                                    num(j["head_dim"]) + " (rotary " + num(j["rotary_dim"]) + ")");
+                                    num(j["head_dim"]) + " (rotary " + num(j["rotary_dim"]) + ")" +
+                                    (j["full_layer_shape"].get<std::string>().empty()
+                                         ? ""
+                                         : "; " + j["full_layer_shape"].get<std::string>()));
   row("vocab", num(j["vocab_size"]) + (j["tied_embeddings"].get<bool>() ? " (tied)" : ""));
   row("rope", j["rope_type"].get<std::string>() + ", theta " + num(j["rope_theta"]));
   row("context length", num(j["context_length"]));
@@ -208,8 +232,8 @@ void print_table(const json& j) {
                                    human_bytes(j["decode_weight_bytes_per_token"].get<double>()) +
                                    "; routed experts at k / E)");
   row("kv bytes per token", num(j["kv_bytes_per_token"]) + " (F32 K and V, " +
-                                num(j["full_attention_layers"]) +
-                                " full-attention layers; half that on a GPU, whose cache is BF16)");
+                                num(j["kv_cache_layers"]) +
+                                " attention layers with a cache; half that on a GPU, whose cache is BF16)");
   if (j.contains("mtp_kv_bytes_per_token"))
     row("mtp kv bytes per token", num(j["mtp_kv_bytes_per_token"]));
   if (j.contains("recurrent_state_bytes_per_sequence")) {

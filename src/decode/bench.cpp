@@ -15,7 +15,8 @@ bool contains(const std::string& s, const std::string& p) { return s.find(p) != 
 }  // namespace
 
 bool is_routed_expert_tensor(const std::string& name) {
-  return contains(name, ".mlp.experts.") || contains(name, ".mlp.switch_mlp.");
+  // mlp.experts.* (Qwen), <layer>.experts.* (Gemma 4), mlp.switch_mlp.* (MLX).
+  return contains(name, ".experts.") || contains(name, ".switch_mlp.");
 }
 
 Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_elem_bytes,
@@ -33,6 +34,8 @@ Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_el
     if (contains(name, "mtp.") || contains(name, "visual.")) continue;
     const bool embed = contains(name, "embed_tokens.");
     if (embed && untied) continue;
+    // Gemma 4's per-layer input table: one row per token as well.
+    if (contains(name, "embed_tokens_per_layer.")) continue;
     const TensorInfo* t = ckpt->find(name);
     const bool routed = is_routed_expert_tensor(name);
     const double share = routed ? routed_share : 1.0;
@@ -61,12 +64,13 @@ Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_el
       w.linear_params += share * per_element * static_cast<double>(t->numel());
     }
   }
-  int64_t full = 0, linear = 0;
+  int64_t linear = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) linear += c.layer_kind(l) == LayerKind::LinearAttention;
+  w.kv_bytes_per_pos = static_cast<double>(c.kv_elements_per_token() * kv_elem_bytes);
+  w.attn_flops_per_pos = 0;  // q.k and p.v of every full-attention layer
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-    (c.layer_kind(l) == LayerKind::FullAttention ? full : linear) += 1;
-  const double kvd = static_cast<double>(c.num_key_value_heads * c.head_dim);
-  w.kv_bytes_per_pos = full * 2 * kvd * static_cast<double>(kv_elem_bytes);  // keys and values
-  w.attn_flops_per_pos = full * 4.0 * c.num_attention_heads * c.head_dim;  // q.k and p.v
+    if (c.layer_kind(l) == LayerKind::FullAttention)
+      w.attn_flops_per_pos += 4.0 * c.num_attention_heads * c.head_dim_of(l);
   const double state = static_cast<double>(c.linear_num_value_heads) * c.linear_key_head_dim *
                        c.linear_value_head_dim;
   w.state_bytes = linear * state * sizeof(float);

@@ -1,5 +1,5 @@
 // Tensor names and shapes per architecture, from transformers' modeling files (Llama, Qwen2,
-// Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Qwen3.5-MoE, Gemma 3). Shapes are [out_features, in_features] for
+// Qwen3, Qwen3-MoE, Qwen3-Next, Qwen3.5, Qwen3.5-MoE, Gemma 3, Gemma 4). Shapes are [out_features, in_features] for
 // linear weights.
 #include "models/checkpoint_layout.h"
 
@@ -107,9 +107,70 @@ void decoder_layer(Layout& l, const ModelConfig& c, const std::string& p, LayerK
   else mlp(l, c, p + "mlp.");
 }
 
+// A Gemma 4 decoder layer (models/gemma4.cpp): per-layer attention shapes, no k/v for a
+// KV-sharing layer and no v_proj where values are keys, fused experts beside the MLP.
+void gemma4_layer(Layout& l, const ModelConfig& c, const std::string& p, int64_t layer) {
+  const int64_t h = c.hidden_size, hd = c.head_dim_of(layer), kv = c.kv_heads_of(layer);
+  const ModelConfig::Gemma4& g = c.gemma4;
+  const bool shares = g.kv_source[layer] != layer;
+  const bool sliding = c.attention_window(layer) > 0;
+  for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                        "post_feedforward_layernorm"})
+    l.add(p + n + ".weight", {h}, TensorRole::NormOne);
+  l.add(p + "layer_scalar", {1}, TensorRole::NormOne);
+  const std::string a = p + "self_attn.";
+  l.linear(a + "q_proj", c.num_attention_heads * hd, h, false);
+  l.add(a + "q_norm.weight", {hd}, TensorRole::NormOne);
+  if (!shares) {
+    l.linear(a + "k_proj", kv * hd, h, false);
+    if (!(g.k_eq_v && !sliding)) l.linear(a + "v_proj", kv * hd, h, false);
+    l.add(a + "k_norm.weight", {hd}, TensorRole::NormOne);
+  }
+  l.linear(a + "o_proj", h, c.num_attention_heads * hd, false);
+  const int64_t i = c.intermediate_size * (g.double_wide_mlp && shares ? 2 : 1);
+  l.linear(p + "mlp.gate_proj", i, h, false);
+  l.linear(p + "mlp.up_proj", i, h, false);
+  l.linear(p + "mlp.down_proj", h, i, false);
+  if (g.moe_block) {
+    const int64_t e = c.num_experts, ei = c.moe_intermediate_size;
+    l.linear(p + "router.proj", e, h, false);
+    l.add(p + "router.scale", {h}, TensorRole::NormOne);
+    l.add(p + "router.per_expert_scale", {e}, TensorRole::NormOne);
+    l.add(p + "experts.gate_up_proj", {e, 2 * ei, h}, TensorRole::Weight);
+    l.add(p + "experts.down_proj", {e, h, ei}, TensorRole::Weight);
+    for (const char* n : {"post_feedforward_layernorm_1", "pre_feedforward_layernorm_2",
+                          "post_feedforward_layernorm_2"})
+      l.add(p + n + ".weight", {h}, TensorRole::NormOne);
+  }
+  if (g.per_layer_input_size > 0) {
+    l.linear(p + "per_layer_input_gate", g.per_layer_input_size, h, false);
+    l.linear(p + "per_layer_projection", h, g.per_layer_input_size, false);
+    l.add(p + "post_per_layer_input_norm.weight", {h}, TensorRole::NormOne);
+  }
+}
+
+std::vector<LayoutTensor> gemma4_layout(const ModelConfig& c, DType dtype) {
+  std::vector<LayoutTensor> out;
+  Layout l(dtype, &out);
+  const std::string& p = c.weight_prefix;
+  const int64_t P = c.gemma4.per_layer_input_size, L = c.num_hidden_layers;
+  l.add(p + "embed_tokens.weight", {c.vocab_size, c.hidden_size}, TensorRole::Weight);
+  if (P > 0) {
+    l.add(p + "embed_tokens_per_layer.weight", {c.gemma4.per_layer_vocab, L * P},
+          TensorRole::Weight);
+    l.linear(p + "per_layer_model_projection", L * P, c.hidden_size, false);
+    l.add(p + "per_layer_projection_norm.weight", {P}, TensorRole::NormOne);
+  }
+  for (int64_t i = 0; i < L; ++i) gemma4_layer(l, c, p + "layers." + std::to_string(i) + ".", i);
+  l.add(p + "norm.weight", {c.hidden_size}, TensorRole::NormOne);
+  if (!c.tie_word_embeddings) l.linear("lm_head", c.vocab_size, c.hidden_size, false);
+  return out;
+}
+
 }  // namespace
 
 std::vector<LayoutTensor> checkpoint_layout(const ModelConfig& c, DType dtype) {
+  if (c.model_type == "gemma4_text") return gemma4_layout(c, dtype);
   std::vector<LayoutTensor> out;
   Layout l(dtype, &out);
   const std::string& p = c.weight_prefix;

@@ -435,6 +435,16 @@ bool ModelConfig::has_moe() const {
   return false;
 }
 
+int64_t ModelConfig::kv_elements_per_token() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < num_hidden_layers; ++l) {
+    if (layer_kind(l) != LayerKind::FullAttention) continue;
+    if (!gemma4.kv_source.empty() && gemma4.kv_source[static_cast<size_t>(l)] != l) continue;
+    n += 2 * kv_heads_of(l) * head_dim_of(l);
+  }
+  return n;
+}
+
 int64_t ModelConfig::head_dim_of(int64_t layer) const {
   return layer_head_dims.empty() ? head_dim : layer_head_dims.at(static_cast<size_t>(layer));
 }

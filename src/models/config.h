@@ -108,6 +108,9 @@ struct ModelConfig {
   LayerKind layer_kind(int64_t layer) const;
   bool layer_is_moe(int64_t layer) const;
   bool has_moe() const;  // some layer routes to experts
+  // Keys and values (elements, K and V together) the cache holds per position over all layers:
+  // full-attention layers with a cache of their own (Gemma 4's KV-sharing layers have none).
+  int64_t kv_elements_per_token() const;
   // Attention shape of a layer (layer_head_dims / layer_kv_heads, else the uniform fields).
   int64_t head_dim_of(int64_t layer) const;
   int64_t kv_heads_of(int64_t layer) const;

@@ -177,6 +177,63 @@ json gemma3_config(const Gemma3& g) {
           {"eos_token_id", {1, 106}}};
 }
 
+struct Gemma4Preset {
+  int64_t vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, global_head_dim;
+  int64_t global_kv_heads;  // 0: the full layers keep kv_heads (no attention_k_eq_v)
+  int64_t window, pattern;  // every pattern-th layer is full
+  int64_t kv_shared, per_layer_input, max_pos;
+  bool double_wide;
+  int64_t experts, top_k, expert_intermediate;  // experts 0: no MoE block
+};
+
+// Gemma 4 text config (model_type gemma4_text, weights under "model.") as the published configs
+// write it: global_head_dim / num_global_key_value_heads, rope_parameters by layer type.
+json gemma4_config(const Gemma4Preset& g) {
+  json layer_types = json::array();
+  for (int64_t i = 0; i < g.layers; ++i)
+    layer_types.push_back((i + 1) % g.pattern == 0 || i + 1 == g.layers ? "full_attention"
+                                                                       : "sliding_attention");
+  json c = {{"architectures", {"Gemma4ForCausalLM"}},
+            {"model_type", "gemma4_text"},
+            {"vocab_size", g.vocab},
+            {"hidden_size", g.hidden},
+            {"intermediate_size", g.intermediate},
+            {"num_hidden_layers", g.layers},
+            {"num_attention_heads", g.heads},
+            {"num_key_value_heads", g.kv_heads},
+            {"head_dim", g.head_dim},
+            {"global_head_dim", g.global_head_dim},
+            {"num_global_key_value_heads", g.global_kv_heads > 0 ? json(g.global_kv_heads) : json()},
+            {"attention_k_eq_v", g.global_kv_heads > 0},
+            {"max_position_embeddings", g.max_pos},
+            {"rms_norm_eps", 1e-6},
+            {"hidden_activation", "gelu_pytorch_tanh"},
+            {"sliding_window", g.window},
+            {"layer_types", layer_types},
+            {"rope_parameters",
+             {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+              {"full_attention",
+               {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25},
+                {"rope_theta", 1000000.0}}}}},
+            {"final_logit_softcapping", 30.0},
+            {"num_kv_shared_layers", g.kv_shared},
+            {"use_double_wide_mlp", g.double_wide},
+            {"hidden_size_per_layer_input", g.per_layer_input},
+            {"vocab_size_per_layer_input", g.per_layer_input > 0 ? g.vocab : 0},
+            {"enable_moe_block", g.experts > 0},
+            {"attention_bias", false},
+            {"tie_word_embeddings", true},
+            {"pad_token_id", 0},
+            {"bos_token_id", 2},
+            {"eos_token_id", {1, 106}}};
+  if (g.experts > 0) {
+    c["num_experts"] = g.experts;
+    c["top_k_experts"] = g.top_k;
+    c["moe_intermediate_size"] = g.expert_intermediate;
+  }
+  return c;
+}
+
 json preset(const std::string& like) {
   if (like == "qwen3-0.6b")
     return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 40960,
@@ -227,6 +284,20 @@ json preset(const std::string& like) {
     return gemma3_config({262208, 2560, 10240, 34, 8, 4, 256, 131072, 1024, 6, 256, 8.0});
   if (like == "gemma-3-27b")
     return gemma3_config({262208, 5376, 21504, 62, 32, 16, 128, 131072, 1024, 6, 168, 8.0});
+  // Gemma 4 text models (published wrapped as gemma4 with vision and audio towers; these are
+  // their language models, shapes from transformers' Gemma 4 conversion script).
+  if (like == "gemma-4-e2b")
+    return gemma4_config({262144, 1536, 6144, 35, 8, 1, 256, 512, 0, 512, 5, 20, 256, 131072,
+                          true, 0, 0, 0});
+  if (like == "gemma-4-e4b")
+    return gemma4_config({262144, 2560, 10240, 42, 8, 2, 256, 512, 0, 512, 6, 18, 256, 131072,
+                          false, 0, 0, 0});
+  if (like == "gemma-4-31b")
+    return gemma4_config({262144, 5376, 21504, 60, 32, 16, 256, 512, 4, 1024, 6, 0, 0, 262144,
+                          false, 0, 0, 0});
+  if (like == "gemma-4-26b-a4b")
+    return gemma4_config({262144, 2816, 2112, 30, 16, 8, 256, 512, 2, 1024, 6, 0, 0, 262144,
+                          false, 128, 8, 704});
   // Test presets: tiny, but every feature of the family switched on.
   if (like == "tiny-llama") {
     json c = dense_config({"llama", "LlamaForCausalLM", 512, 64, 128, 2, 4, 2, 16, 2048, 10000.0,
@@ -274,6 +345,20 @@ json preset(const std::string& like) {
   }
   if (like == "tiny-gemma3-vocab")  // Gemma 3's real vocabulary, for chat with its tokenizer
     return gemma3_config({262144, 64, 128, 2, 2, 1, 32, 32768, 8, 2, 32, 0});
+  // Window 8; full layers with head dim 64 and values = keys; the last two layers share KV and
+  // are double-wide; per-layer inputs of 16.
+  if (like == "tiny-gemma4") {
+    json c = gemma4_config({512, 64, 128, 6, 4, 2, 32, 64, 1, 8, 3, 2, 16, 4096, true, 0, 0, 0});
+    c["eos_token_id"] = 2;
+    c["bos_token_id"] = 1;
+    return c;
+  }
+  if (like == "tiny-gemma4-moe") {  // the MoE block beside the MLP: 8 experts, top 2
+    json c = gemma4_config({512, 64, 96, 4, 4, 2, 32, 64, 1, 8, 2, 0, 0, 4096, false, 8, 2, 32});
+    c["eos_token_id"] = 2;
+    c["bos_token_id"] = 1;
+    return c;
+  }
   std::string names;
   for (const auto& n : random_checkpoint_presets()) names += (names.empty() ? "" : ", ") + n;
   fail("--like: unknown preset \"", like, "\" (expected one of ", names, ")");
@@ -340,8 +425,9 @@ std::vector<std::string> random_checkpoint_presets() {
           "qwen3.5-0.8b",    "qwen3-30b-a3b",      "qwen3.5-35b-a3b",
           "qwen3-next-80b-a3b", "tiny-llama",      "tiny-qwen3", "tiny-qwen3.5",
           "tiny-qwen3-moe",  "tiny-qwen3.5-moe", "gemma-3-1b", "gemma-3-4b",
-          "gemma-3-27b",     "tiny-gemma3",        "tiny-gemma3-vocab", "mistral-7b-v0.3",
-          "tiny-mistral"};
+          "gemma-3-27b",     "tiny-gemma3",        "tiny-gemma3-vocab", "gemma-4-e2b",
+          "gemma-4-e4b",     "gemma-4-31b",        "gemma-4-26b-a4b", "tiny-gemma4",
+          "tiny-gemma4-moe", "mistral-7b-v0.3",    "tiny-mistral"};
 }
 
 std::string preset_config_json(const std::string& like, DType dtype, int64_t layers) {
@@ -361,6 +447,11 @@ std::string preset_config_json(const std::string& like, DType dtype, int64_t lay
       c["mlp_only_layers"] = kept;
     }
     c["num_hidden_layers"] = layers;
+    // Gemma 4: the last layer stays full; fewer layers than KV-sharing ones share none.
+    if (c.value("model_type", "") == "gemma4_text") {
+      c["layer_types"][layers - 1] = "full_attention";
+      if (c.value("num_kv_shared_layers", 0) >= layers) c["num_kv_shared_layers"] = 0;
+    }
   }
   return c.dump(2) + "\n";
 }

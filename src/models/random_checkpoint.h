@@ -14,9 +14,11 @@ namespace lockstep {
 
 // Names accepted by --like: qwen3-0.6b, qwen3-1.7b, qwen3-8b, llama-3.2-1b, qwen3.5-0.8b, the
 // mixtures of experts qwen3-30b-a3b, qwen3.5-35b-a3b, qwen3-next-80b-a3b, the Gemma 3 text
-// models gemma-3-1b, gemma-3-4b, gemma-3-27b, and the test presets tiny-llama, tiny-qwen3,
+// models gemma-3-1b, gemma-3-4b, gemma-3-27b, the Gemma 4 text models gemma-4-e2b, gemma-4-e4b,
+// gemma-4-31b, gemma-4-26b-a4b, mistral-7b-v0.3, and the test presets tiny-llama, tiny-qwen3,
 // tiny-qwen3.5, tiny-qwen3-moe, tiny-qwen3.5-moe, tiny-gemma3, tiny-gemma3-vocab (Gemma 3's
-// 262144-token vocabulary, so its tokenizer and chat template can drive it).
+// 262144-token vocabulary, so its tokenizer and chat template can drive it), tiny-gemma4,
+// tiny-gemma4-moe, tiny-mistral.
 std::vector<std::string> random_checkpoint_presets();
 
 // The config.json text of a preset (torch_dtype set from `dtype`; layers > 0 keeps only the first

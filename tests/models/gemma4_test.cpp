@@ -1,0 +1,223 @@
+// Gemma 4: the config (Gemma4TextConfig's defaults, both published forms of the full layers'
+// shape, KV sharing, refusals by name), the proportional RoPE table, and the model's invariance
+// with prompts longer than its sliding window on the dense and the MoE preset: one forward,
+// token by token, in chunks, batched, other thread counts and block sizes, after truncation and
+// from a fork (the prefix cache) give the same bits, KV-sharing layers included.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "model_test_util.h"
+#include "models/config.h"
+#include "models/gemma4.h"
+#include "models/model.h"
+
+namespace lockstep {
+namespace {
+
+using test::logits_in_pieces;
+using test::random_ids;
+
+ModelConfig parse(const std::string& text) { return parse_model_config(text, "config.json"); }
+
+TEST(Gemma4Config, TextConfigTakesTheClassDefaults) {
+  const auto c = parse(R"({"model_type": "gemma4_text"})");
+  EXPECT_EQ(c.vocab_size, 262144);
+  EXPECT_EQ(c.hidden_size, 2304);
+  EXPECT_EQ(c.num_hidden_layers, 30);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.zero_centered_norm);
+  EXPECT_EQ(c.sliding_window, 512);
+  EXPECT_EQ(c.gemma4.per_layer_input_size, 256);
+  EXPECT_EQ(c.gemma4.per_layer_vocab, 262144);
+  EXPECT_EQ(c.gemma4.sliding_rope.type, "default");
+  EXPECT_EQ(c.gemma4.sliding_rope.theta, 1e4);
+  EXPECT_EQ(c.gemma4.full_rope.type, "proportional");
+  EXPECT_EQ(c.gemma4.full_rope.partial_rotary_factor, 0.25);
+  EXPECT_EQ(c.gemma4.full_rope.theta, 1e6);
+  EXPECT_EQ(c.eos_token_ids, std::vector<int32_t>{1});
+  EXPECT_EQ(c.bos_token_id, 2);
+  for (int64_t l = 0; l < 30; ++l) {
+    const bool full = (l + 1) % 6 == 0;
+    EXPECT_EQ(c.attention_window(l), full ? 0 : 512) << l;
+    EXPECT_EQ(c.head_dim_of(l), full ? 512 : 256) << l;  // global_head_dim's default
+    EXPECT_EQ(c.kv_heads_of(l), 4) << l;  // num_global_key_value_heads needs attention_k_eq_v
+    EXPECT_EQ(c.gemma4.kv_source[l], l) << l;
+  }
+}
+
+TEST(Gemma4Config, TheLastLayerIsAlwaysFull) {
+  const auto c = parse(R"({"model_type": "gemma4_text", "num_hidden_layers": 3,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]})");
+  EXPECT_EQ(c.attention_window(2), 0);
+  EXPECT_EQ(c.head_dim_of(2), 512);
+}
+
+TEST(Gemma4Config, PublishedAndTransformersFormsOfTheFullLayersAgree) {
+  const std::string common = R"("model_type": "gemma4_text", "num_hidden_layers": 4,
+      "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64,
+      "attention_k_eq_v": true,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                      "full_attention"])";
+  const auto published =
+      parse("{" + common + R"(, "global_head_dim": 128, "num_global_key_value_heads": 2})");
+  const auto per_layer = parse("{" + common + R"(, "per_layer_config": {
+      "1": {"head_dim": 128, "num_key_value_heads": 2},
+      "3": {"head_dim": 128, "num_key_value_heads": 2}}})");
+  EXPECT_EQ(published.layer_head_dims, (std::vector<int64_t>{64, 128, 64, 128}));
+  EXPECT_EQ(published.layer_kv_heads, (std::vector<int64_t>{4, 2, 4, 2}));
+  EXPECT_EQ(per_layer.layer_head_dims, published.layer_head_dims);
+  EXPECT_EQ(per_layer.layer_kv_heads, published.layer_kv_heads);
+  // The wrapper: weights under model.language_model., the text config's fields.
+  const auto wrapped = parse(R"({"model_type": "gemma4", "text_config": {)" + common +
+                             R"(, "global_head_dim": 128}})");
+  EXPECT_EQ(wrapped.model_type, "gemma4_text");
+  EXPECT_EQ(wrapped.weight_prefix, "model.language_model.");
+  EXPECT_EQ(wrapped.layer_kv_heads, (std::vector<int64_t>{4, 4, 4, 4}))
+      << "num_global_key_value_heads absent: the full layers keep num_key_value_heads";
+}
+
+TEST(Gemma4Config, KvSharingLayersReadTheLastEarlierLayerOfTheirType) {
+  const auto c = parse(R"({"model_type": "gemma4_text", "num_hidden_layers": 7,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                      "sliding_attention", "full_attention", "sliding_attention",
+                      "full_attention"],
+      "num_kv_shared_layers": 3, "global_head_dim": 512, "use_double_wide_mlp": true})");
+  EXPECT_EQ(c.gemma4.kv_source, (std::vector<int64_t>{0, 1, 2, 3, 1, 3, 1}));
+  EXPECT_TRUE(c.gemma4.double_wide_mlp);
+  // Keys and values cached per position: layers 0..3 only.
+  EXPECT_EQ(c.kv_elements_per_token(), 2 * (3 * 4 * 256 + 4 * 512));
+}
+
+TEST(Gemma4Config, FieldsThatChangeTheMathAreRefusedByName) {
+  auto refused = [](const std::string& extra, const std::string& field) {
+    const std::string text =
+        R"({"model_type": "gemma4_text", "num_hidden_layers": 2, )" + extra + "}";
+    try {
+      parse(text);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "accepted: " << extra;
+  };
+  refused(R"("attention_bias": true)", "attention_bias");
+  refused(R"("use_bidirectional_attention": "all")", "use_bidirectional_attention");
+  refused(R"("hidden_activation": "gelu")", "hidden_activation");
+  refused(R"("rope_scaling": {"rope_type": "linear", "factor": 2.0})", "rope_scaling");
+  refused(R"("rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e6,
+            "factor": 4.0}, "sliding_attention": {"rope_theta": 1e4}})", "rope_type");
+  refused(R"("rope_parameters": {"full_attention": {"rope_theta": 1e6}})", "sliding_attention");
+  refused(R"("num_kv_shared_layers": 2)", "num_kv_shared_layers");
+  refused(R"("layer_types": ["full_attention", "full_attention"], "num_kv_shared_layers": 1,
+            "per_layer_config": {"1": {"head_dim": 64}})", "head_dim");
+  refused(R"("per_layer_config": {"0": {"sliding_window": 4}})", "sliding_window");
+  refused(R"("per_layer_config": {"5": {"head_dim": 64}})", "per_layer_config");
+  refused(R"("enable_moe_block": true, "num_experts": 8)", "top_k_experts");
+  refused(R"("enable_moe_block": true, "num_experts": 4, "top_k_experts": 8,
+            "moe_intermediate_size": 16)", "top_k_experts");
+  refused(R"("vocab_size": 1000, "vocab_size_per_layer_input": 500)",
+          "vocab_size_per_layer_input");
+  refused(R"("sliding_window": null)", "sliding_window");
+}
+
+TEST(Gemma4, ProportionalRopeRotatesOnlyItsShareOfEachHalf) {
+  ModelConfig::Gemma4::Rope r{"proportional", 1e6, 0.25, 1.0};
+  const auto table = gemma4_rope_table(r, 512);
+  ASSERT_EQ(table.rotary_dim(), 512);  // the whole head, the rest with inv_freq 0
+  for (int64_t i = 0; i < 256; ++i) EXPECT_EQ(table.inv_freq()[i] == 0.0f, i >= 64) << i;
+  EXPECT_EQ(table.inv_freq()[0], 1.0f);
+  ModelConfig::Gemma4::Rope d{"default", 1e4, 0.25, 1.0};  // default ignores the factor
+  const auto whole = gemma4_rope_table(d, 256);
+  for (float f : whole.inv_freq()) EXPECT_GT(f, 0.0f);
+}
+
+class Gemma4Invariance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Gemma4Invariance, LogitsInvariantAcrossTheWindowBoundaryAndKvSharing) {
+  const std::string dir = test::tiny_checkpoint(GetParam());
+  ThreadPool one(1), two(2);
+  ModelOptions o1;
+  o1.pool = &one;
+  auto m = load_model(dir, o1);
+  ASSERT_EQ(m->config().sliding_window, 8);  // the prompts below are several windows long
+  const int V = static_cast<int>(m->config().vocab_size);
+  const auto ids = random_ids(37, V, 5);
+  const auto whole = logits_in_pieces(*m, ids, {37});
+  ASSERT_EQ(whole.size(), ids.size() * V);
+  EXPECT_EQ(whole, logits_in_pieces(*m, ids, {1}));
+  EXPECT_EQ(whole, logits_in_pieces(*m, ids, {5, 2, 11}));
+  EXPECT_EQ(whole, logits_in_pieces(*m, ids, {8}));
+
+  ModelOptions o2;
+  o2.pool = &two;
+  o2.kv_block_tokens = 3;
+  auto m2 = load_model(dir, o2);
+  EXPECT_EQ(whole, logits_in_pieces(*m2, ids, {7}));
+
+  // Batched beside sequences of other lengths (one of them already past the window).
+  auto s0 = m2->new_sequence(), s1 = m2->new_sequence(), s2 = m2->new_sequence();
+  const auto other1 = random_ids(9, V, 6), other2 = random_ids(20, V, 7);
+  ForwardItem pre{s2.get(), {other2.data(), 13}, ForwardItem::Logits::None};
+  m2->forward({&pre, 1});
+  ForwardItem items[3] = {{s1.get(), other1, ForwardItem::Logits::Last},
+                          {s0.get(), ids, ForwardItem::Logits::All},
+                          {s2.get(), {other2.data() + 13, 7}, ForwardItem::Logits::All}};
+  auto r = m2->forward(items);
+  ASSERT_EQ(r.rows, 1 + 37 + 7);
+  EXPECT_EQ(0, std::memcmp(&r.logits[r.first_row[1] * V], whole.data(), whole.size() * 4));
+
+  // The prefix cache: a fork at 20 (past the window) continued with the rest.
+  auto src = m->new_sequence();
+  ForwardItem a{src.get(), {ids.data(), 30}, ForwardItem::Logits::None};
+  m->forward({&a, 1});
+  auto forked = m->fork(*src, 20);
+  ForwardItem c{forked.get(), {ids.data() + 20, 17}, ForwardItem::Logits::All};
+  auto rc = m->forward({&c, 1});
+  EXPECT_EQ(0, std::memcmp(rc.logits.data(), &whole[20 * V], 17 * V * 4));
+
+  // Truncate back past the window and re-feed.
+  m->truncate(*src, 12);
+  ForwardItem d{src.get(), {ids.data() + 12, 25}, ForwardItem::Logits::All};
+  auto rd = m->forward({&d, 1});
+  EXPECT_EQ(0, std::memcmp(rd.logits.data(), &whole[12 * V], 25 * V * 4));
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, Gemma4Invariance,
+                         ::testing::Values("tiny-gemma4", "tiny-gemma4-moe"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+TEST(Gemma4, TheTinyPresetsSwitchEveryFeatureOn) {
+  const ModelConfig c = load_model_config(test::tiny_checkpoint("tiny-gemma4"));
+  EXPECT_TRUE(c.gemma4.k_eq_v);
+  EXPECT_GT(c.gemma4.kv_shared_layers, 0);
+  EXPECT_GT(c.gemma4.per_layer_input_size, 0);
+  EXPECT_TRUE(c.gemma4.double_wide_mlp);
+  EXPECT_NE(c.head_dim_of(2), c.head_dim_of(0));
+  const ModelConfig m = load_model_config(test::tiny_checkpoint("tiny-gemma4-moe"));
+  EXPECT_TRUE(m.gemma4.moe_block);
+  EXPECT_GT(m.num_experts, m.num_experts_per_tok);
+}
+
+TEST(Gemma4, CudaIsRefusedWithAClearError) {
+  ModelOptions o;
+  o.device = kernels::Device::Cuda;
+  try {
+    load_model(test::tiny_checkpoint("tiny-gemma4"), o);
+    ADD_FAILURE() << "gemma4 loaded on --device cuda";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
