@@ -46,9 +46,11 @@ class HybridModel final : public Model {
             o.kv_block_tokens, o.kv_capacity_tokens, be_.get()),
         rope_(make_rope_table(c)),
         dims_(deltanet_dims(c)) {
-    if (!c.zero_centered_norm || !c.attn_output_gate || !c.qk_norm)
-      fail(c.source, ": ", c.model_type,
-           " expects zero-centred norms, gated attention and q/k norm");
+    if (!c.attn_output_gate)
+      fail(c.source, ": field \"attn_output_gate\" is false: ", c.model_type, "'s full-attention "
+           "layers without the output gate are not supported (every published checkpoint has it)");
+    if (!c.zero_centered_norm || !c.qk_norm)
+      fail(c.source, ": ", c.model_type, " expects zero-centred norms and q/k norm");
     const Checkpoint& w = *ckpt_;
     kernels::Backend& be = *be_;
     const std::string& p = c.weight_prefix;
