@@ -170,7 +170,7 @@ int run_bench_command(BenchFlags& f) {
 
   const double p = static_cast<double>(f.bench.prompt_tokens);
   // Prefill: position i attends to i + 1 keys; decode step j (1-based) to p + j keys.
-  const double prefill_flops = p * w.token_flops((p + 1) / 2);
+  const double prefill_flops = w.prefill_flops(p);
   const double mean_ctx = p + (f.bench.gen_tokens + 1) / 2.0;
   const double decode_bytes = w.decode_bytes(mean_ctx), decode_flops = w.token_flops(mean_ctx);
   std::vector<double> pre_tps, dec_tps, decoded;

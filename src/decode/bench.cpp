@@ -62,6 +62,9 @@ Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_el
           t->dtype == DType::U32 && c.quant_bits > 0 ? 32.0 / static_cast<double>(c.quant_bits)
                                                      : 1.0;
       w.linear_params += share * per_element * static_cast<double>(t->numel());
+      // The lm_head: its own matrix, or the embedding table when tied.
+      if (contains(name, "lm_head.") || (embed && !untied))
+        w.head_params += per_element * static_cast<double>(t->numel());
     }
   }
   int64_t linear = 0;

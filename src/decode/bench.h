@@ -22,6 +22,7 @@ namespace lockstep {
 struct Workload {
   double weight_bytes = 0;      // weights read by one forward (lm_head included, MTP excluded)
   double linear_params = 0;     // weights that take part in matrix products (2 FLOPs each per row)
+  double head_params = 0;       // of which the lm_head's: a prefill runs it for its last row only
   double kv_bytes_per_pos = 0;  // KV bytes read per token per context position (full attention)
   double attn_flops_per_pos = 0;  // attention FLOPs per token per context position
   double state_bytes = 0;       // recurrent state read per token (Gated DeltaNet)
@@ -31,6 +32,10 @@ struct Workload {
   double decode_bytes(double ctx) const { return weight_bytes + kv_bytes_per_pos * ctx + state_bytes; }
   double token_flops(double ctx) const {
     return 2 * linear_params + attn_flops_per_pos * ctx + state_flops;
+  }
+  // FLOPs of a p-token prefill from an empty cache that asks for the last row's logits only.
+  double prefill_flops(double p) const {
+    return p * (token_flops((p + 1) / 2) - 2 * head_params) + 2 * head_params;
   }
 };
 // A mixture of experts counts its routed experts at k / E of their bytes (and parameters): the
