@@ -585,6 +585,21 @@ class CudaBackend final : public Backend {
     OpScope t(prof_.get(), "silu_mul");
     cuda::silu_mul(gate, up, out, n);
   }
+  void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) override {
+    if (skip(Trace() << 30 << gate << up << out << n)) return;
+    OpScope t(prof_.get(), "gelu_tanh_mul");
+    cuda::gelu_tanh_mul(gate, up, out, n);
+  }
+  void scale(float* x, int64_t n, float s) override {
+    if (skip(Trace() << 31 << x << n << s)) return;
+    OpScope t(prof_.get(), "scale");
+    cuda::scale(x, n, s);
+  }
+  void softcap(float* x, int64_t n, float cap) override {
+    if (skip(Trace() << 32 << x << n << cap)) return;
+    OpScope t(prof_.get(), "softcap");
+    cuda::softcap(x, n, cap);
+  }
   void add(float* x, const float* delta, int64_t n) override {
     if (skip(Trace() << 15 << x << delta << n)) return;
     OpScope t(prof_.get(), "add");
@@ -622,18 +637,13 @@ class CudaBackend final : public Backend {
   }
   void attention(const float* q, int64_t T, const AttentionBatch& rows, int64_t n_heads,
                  const KvLayerView& kv, float scale, float* out) override {
-    // The CUDA kernels walk every key from position 0; computing a windowed row with them would
-    // silently give full attention.
-    if (rows.window > 0)
-      fail("CUDA attention: sliding-window attention (window ", rows.window,
-           ") is not implemented on the GPU yet; run this model with --device cpu");
     if (skip(Trace() << 19 << q << T << rows.block_tables << rows.table_stride << rows.n_keys
                      << rows.max_keys << n_heads << kv.k << kv.v << kv.block_tokens << scale
-                     << out))
+                     << out << rows.window))
       return;
     OpScope t(prof_.get(), "attention");
     cuda::attention(q, T, rows.block_tables, rows.table_stride, rows.n_keys, rows.max_keys,
-                    n_heads, kv, scale, out);
+                    n_heads, kv, scale, out, rows.window);
   }
   void linear_grouped(std::span<const LinearJob> jobs) override {
     for (const LinearJob& j : jobs) linear(j.x, j.M, *j.w, j.bias, j.y);

@@ -20,13 +20,6 @@ struct DenseLayer {
   int64_t window = 0;  // > 0: sliding-window attention (mistral)
 };
 
-std::unique_ptr<kernels::Backend> dense_backend(const ModelConfig& c, const ModelOptions& o) {
-  if (o.device != kernels::Device::Cpu && c.sliding_window > 0)
-    fail(c.source, ": ", c.model_type, " with sliding_window ", c.sliding_window,
-         " runs on the CPU only for now (the CUDA attention kernels do not honour sliding "
-         "windows yet); use --device cpu");
-  return kernels::make_backend(o.device, o.pool);
-}
 
 class DenseModel final : public Model {
  public:
@@ -34,7 +27,7 @@ class DenseModel final : public Model {
       : config_(c),
         ckpt_(Checkpoint::open(dir)),
         quantize_(quantize_on_load(*ckpt_, o)),
-        be_(dense_backend(c, o)),
+        be_(kernels::make_backend(o.device, o.pool)),
         kv_(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.kv_block_tokens,
             o.kv_capacity_tokens, be_.get()),
         rope_(make_rope_table(c)) {

@@ -37,12 +37,6 @@ ModelConfig local_rope_config(const ModelConfig& c) {
   return l;
 }
 
-std::unique_ptr<kernels::Backend> gemma3_backend(const ModelConfig& c, const ModelOptions& o) {
-  if (o.device != kernels::Device::Cpu)
-    fail(c.source, ": ", c.model_type, " runs on the CPU only for now (the CUDA attention "
-         "kernels do not honour sliding windows yet); use --device cpu");
-  return kernels::make_backend(o.device, o.pool);
-}
 
 class Gemma3Model final : public Model {
  public:
@@ -50,7 +44,7 @@ class Gemma3Model final : public Model {
       : config_(c),
         ckpt_(Checkpoint::open(dir)),
         quantize_(quantize_on_load(*ckpt_, o)),
-        be_(gemma3_backend(c, o)),
+        be_(kernels::make_backend(o.device, o.pool)),
         kv_(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.kv_block_tokens,
             o.kv_capacity_tokens, be_.get()),
         rope_global_(make_rope_table(c)),

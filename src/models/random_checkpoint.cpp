@@ -359,6 +359,31 @@ json preset(const std::string& like) {
     c["bos_token_id"] = 1;
     return c;
   }
+  // The sliding-window presets at shapes the CUDA kernels take (head_dim 64/128, every width a
+  // multiple of 16): the GPU gates of the windowed families.
+  if (like == "small-gemma3") {
+    json c = gemma3_config({512, 256, 512, 4, 4, 2, 64, 4096, 16, 3, 64, 2.0});
+    c["final_logit_softcapping"] = 30.0;
+    c["eos_token_id"] = 2;
+    c["bos_token_id"] = 1;
+    return c;
+  }
+  if (like == "small-gemma4" || like == "small-gemma4-moe") {
+    json c = like == "small-gemma4"
+                 ? gemma4_config({512, 256, 512, 6, 4, 2, 64, 128, 1, 16, 3, 2, 64, 4096, true, 0,
+                                  0, 0})
+                 : gemma4_config({512, 256, 384, 4, 4, 2, 64, 128, 1, 16, 2, 0, 0, 4096, false,
+                                  8, 2, 128});
+    c["eos_token_id"] = 2;
+    c["bos_token_id"] = 1;
+    return c;
+  }
+  if (like == "small-mistral") {
+    json c = dense_config({"mistral", "MistralForCausalLM", 512, 256, 512, 2, 4, 2, 64, 4096, 1e6,
+                           1e-5, false, 1, 2});
+    c["sliding_window"] = 16;
+    return c;
+  }
   std::string names;
   for (const auto& n : random_checkpoint_presets()) names += (names.empty() ? "" : ", ") + n;
   fail("--like: unknown preset \"", like, "\" (expected one of ", names, ")");
@@ -427,7 +452,8 @@ std::vector<std::string> random_checkpoint_presets() {
           "tiny-qwen3-moe",  "tiny-qwen3.5-moe", "gemma-3-1b", "gemma-3-4b",
           "gemma-3-27b",     "tiny-gemma3",        "tiny-gemma3-vocab", "gemma-4-e2b",
           "gemma-4-e4b",     "gemma-4-31b",        "gemma-4-26b-a4b", "tiny-gemma4",
-          "tiny-gemma4-moe", "mistral-7b-v0.3",    "tiny-mistral"};
+          "tiny-gemma4-moe", "mistral-7b-v0.3",    "tiny-mistral",    "small-gemma3",
+          "small-gemma4",    "small-gemma4-moe",   "small-mistral"};
 }
 
 std::string preset_config_json(const std::string& like, DType dtype, int64_t layers) {

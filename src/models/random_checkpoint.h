@@ -18,7 +18,9 @@ namespace lockstep {
 // gemma-4-31b, gemma-4-26b-a4b, mistral-7b-v0.3, and the test presets tiny-llama, tiny-qwen3,
 // tiny-qwen3.5, tiny-qwen3-moe, tiny-qwen3.5-moe, tiny-gemma3, tiny-gemma3-vocab (Gemma 3's
 // 262144-token vocabulary, so its tokenizer and chat template can drive it), tiny-gemma4,
-// tiny-gemma4-moe, tiny-mistral.
+// tiny-gemma4-moe, tiny-mistral; small-gemma3, small-gemma4, small-gemma4-moe, small-mistral are
+// sliding-window test presets at shapes the CUDA kernels take (head_dim 64 / 128, widths that
+// are multiples of 16), for the GPU gates.
 std::vector<std::string> random_checkpoint_presets();
 
 // The config.json text of a preset (torch_dtype set from `dtype`; layers > 0 keeps only the first

@@ -1,6 +1,7 @@
-// CUDA attention: a row's output bits do not depend on T, on the row's position in the call, on
-// the other rows (their number, lengths or sequences), on max_keys, on the KV block size, on the
-// rows per block or on which launch ran (split chunks + merge, decode's, or the walk, prefill's);
+// CUDA attention, full and with a sliding window: a row's output bits do not depend on T, on the
+// row's position in the call, on the other rows (their number, lengths or sequences), on
+// max_keys, on the KV block size, on the rows per block or on which launch ran (split chunks +
+// merge, decode's, or the walk, prefill's);
 // accuracy against an FP64 reference with tolerances for BF16 inputs. The device cache is BF16
 // (kKvDtype), built here by rounding the host keys and values as kv_write does.
 #include <gtest/gtest.h>
@@ -22,7 +23,10 @@ constexpr int64_t kLen = 1300;  // positions of the one sequence
 
 struct Shape {
   int64_t n_heads, n_kv_heads, head_dim;
+  int64_t window = 0;  // > 0: sliding-window attention (a row sees its last `window` keys)
 };
+
+int64_t first_key(int64_t window, int64_t n) { return window > 0 && n > window ? n - window : 0; }
 
 // One sequence's keys and values, [position][kv head][head_dim], laid out in a paged cache of
 // `bt`-position blocks in a scrambled block order.
@@ -76,26 +80,26 @@ struct Overrides {
 
 float bf16_round(float x) { return bf16_to_f32(f32_to_bf16(x)); }
 
-// FP64 attention of one (query row, head) over positions [0, n) of [position][kv head][hd] keys
-// and values; `round` rounds q, keys and values to BF16 first (what the kernel computes on: q
-// rounded as staged, keys and values as the BF16 cache holds them).
+// FP64 attention of one (query row, head) over positions [first, n) of [position][kv head][hd]
+// keys and values; `round` rounds q, keys and values to BF16 first (what the kernel computes on:
+// q rounded as staged, keys and values as the BF16 cache holds them).
 void reference_row(const float* q, const std::vector<float>& keys, const std::vector<float>& values,
-                   int64_t kv_dim, int64_t kh, int64_t hd, int64_t n, double scale, bool round,
-                   double* out) {
+                   int64_t kv_dim, int64_t kh, int64_t hd, int64_t first, int64_t n, double scale,
+                   bool round, double* out) {
   auto r = [&](float x) { return round ? static_cast<double>(bf16_round(x)) : static_cast<double>(x); };
-  std::vector<double> s(n);
+  std::vector<double> s(n, 0.0);
   double mx = -INFINITY;
-  for (int64_t p = 0; p < n; ++p) {
+  for (int64_t p = first; p < n; ++p) {
     double dot = 0;
     for (int64_t d = 0; d < hd; ++d) dot += r(q[d]) * r(keys[p * kv_dim + kh * hd + d]);
     s[p] = dot * scale;
     mx = std::max(mx, s[p]);
   }
   double l = 0;
-  for (int64_t p = 0; p < n; ++p) l += (s[p] = std::exp(s[p] - mx));
+  for (int64_t p = first; p < n; ++p) l += (s[p] = std::exp(s[p] - mx));
   for (int64_t d = 0; d < hd; ++d) {
     double a = 0;
-    for (int64_t p = 0; p < n; ++p) a += s[p] * r(values[p * kv_dim + kh * hd + d]);
+    for (int64_t p = first; p < n; ++p) a += s[p] * r(values[p * kv_dim + kh * hd + d]);
     out[d] = n > 0 ? a / l : 0.0;
   }
 }
@@ -128,7 +132,7 @@ class AttentionTest : public CudaTest, public ::testing::WithParamInterface<Shap
     kv.head_dim = s.head_dim;
     kv.dtype = kKvDtype;
     attention(dq.get(), T, dtables.get(), stride, dnk.get(), max_keys, s.n_heads, kv,
-              1.0f / std::sqrt(static_cast<float>(s.head_dim)), dout.get());
+              1.0f / std::sqrt(static_cast<float>(s.head_dim)), dout.get(), s.window);
     return dout.to_host();
   }
 };
@@ -225,8 +229,11 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
   for (int64_t i = 0; i < NQ; i += 2)
     for (int64_t h = 0; h < s.n_heads; ++h) {
       const float* qrow = qs.data() + i * row + h * s.head_dim;
-      reference_row(qrow, keys, values, kv_dim, h / group, s.head_dim, lens[i], scale, true, o_r.data());
-      reference_row(qrow, keys, values, kv_dim, h / group, s.head_dim, lens[i], scale, false, o.data());
+      const int64_t fk = first_key(s.window, lens[i]);
+      reference_row(qrow, keys, values, kv_dim, h / group, s.head_dim, fk, lens[i], scale, true,
+                    o_r.data());
+      reference_row(qrow, keys, values, kv_dim, h / group, s.head_dim, fk, lens[i], scale, false,
+                    o.data());
       for (int64_t d = 0; d < s.head_dim; ++d) {
         const double g = ref[i * row + h * s.head_dim + d];
         worst_rounded = std::max(worst_rounded, std::fabs(g - o_r[d]));
@@ -236,8 +243,9 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
       }
     }
   const double rms = std::sqrt(sq / static_cast<double>(n_el));
-  std::printf("[ accuracy ] hd %lld G %lld: max |GPU - FP64(bf16 inputs)| %.3g, max |GPU - FP64| %.3g, rms %.3g\n",
-              static_cast<long long>(s.head_dim), static_cast<long long>(group), worst_rounded, worst, rms);
+  std::printf("[ accuracy ] hd %lld G %lld window %lld: max |GPU - FP64(bf16 inputs)| %.3g, max |GPU - FP64| %.3g, rms %.3g\n",
+              static_cast<long long>(s.head_dim), static_cast<long long>(group),
+              static_cast<long long>(s.window), worst_rounded, worst, rms);
   EXPECT_LT(worst_rounded, 2.5e-3) << "largest |GPU - FP64 on BF16-rounded inputs| (values in [-1, 1])";
   // Measured on an H200 (2026-11-29, every shape here): 1.0e-3, 3.0e-3 and rms 2.3e-4.
   EXPECT_LT(worst, 1e-2) << "largest |GPU - FP64| (values in [-1, 1])";
@@ -248,7 +256,9 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
   std::vector<AttentionRow> rows;
   std::vector<int64_t> rows_q;
   for (int64_t i = 0; i < NQ; ++i)
-    if (lens[i] > 0) rows.push_back(AttentionRow{c16.table.data(), lens[i]}), rows_q.push_back(i);
+    if (lens[i] > 0)
+      rows.push_back(AttentionRow{c16.table.data(), lens[i], first_key(s.window, lens[i])}),
+          rows_q.push_back(i);
   std::vector<float> q_cpu(rows.size() * row);
   for (size_t j = 0; j < rows.size(); ++j)
     std::copy(qs.begin() + rows_q[j] * row, qs.begin() + (rows_q[j] + 1) * row, q_cpu.begin() + j * row);
@@ -275,7 +285,11 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                          ::testing::Values(Shape{8, 2, 128}, Shape{4, 1, 256}, Shape{6, 6, 64},
-                                           Shape{32, 2, 128}, Shape{12, 4, 64}, Shape{16, 1, 256}));
+                                           Shape{32, 2, 128}, Shape{12, 4, 64}, Shape{16, 1, 256},
+                                           // Sliding windows: inside one chunk, across chunk
+                                           // edges, wider than two chunks.
+                                           Shape{8, 2, 128, 77}, Shape{4, 1, 256, 300},
+                                           Shape{6, 6, 64, 513}, Shape{16, 1, 256, 256}));
 
 // The walks' exps (a cheaper rounding to an integer; and that without branches) give exp_f32's
 // bits for every one of the 2^32 float inputs: NaNs, infinities, denormals, both range cut-offs

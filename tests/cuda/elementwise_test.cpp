@@ -98,6 +98,26 @@ TEST_F(CudaTest, ActivationsMatchCpu) {
   EXPECT_TRUE(same_bits(da.to_host().data(), sum.data(), n)) << "add";
 }
 
+// Gemma's ops: the CPU's formulas in the CPU's operation order (math.h), so the same bits.
+TEST_F(CudaTest, GemmaOpsMatchCpu) {
+  const int64_t n = 100003;
+  const auto g = random_floats(n, 21, -12.0f, 12.0f);
+  const auto u = random_floats(n, 22, -3.0f, 3.0f);
+  DeviceBuffer<float> dg(g), du(u), dout(n);
+  gelu_tanh_mul(dg.get(), du.get(), dout.get(), n);
+  std::vector<float> gelu(n), capped(n), scaled(n);
+  for (int64_t i = 0; i < n; ++i) gelu[i] = gelu_tanh_f32(g[i]) * u[i];
+  EXPECT_TRUE(same_bits(dout.to_host().data(), gelu.data(), n)) << "gelu_tanh_mul";
+  DeviceBuffer<float> dc(g);
+  softcap(dc.get(), n, 5.0f);
+  for (int64_t i = 0; i < n; ++i) capped[i] = softcap_f32(g[i], 5.0f);
+  EXPECT_TRUE(same_bits(dc.to_host().data(), capped.data(), n)) << "softcap";
+  DeviceBuffer<float> ds(g);
+  scale(ds.get(), n, 55.5f);
+  for (int64_t i = 0; i < n; ++i) scaled[i] = g[i] * 55.5f;
+  EXPECT_TRUE(same_bits(ds.to_host().data(), scaled.data(), n)) << "scale";
+}
+
 TEST_F(CudaTest, DataMovementOpsAreExact) {
   // copy_2d: gated attention's [query | gate] rows split into q and gate
   const int64_t rh = 21, hd = 64;

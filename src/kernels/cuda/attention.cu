@@ -78,17 +78,19 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
   const int bt = a.block_tokens;
 
   // This thread's two tile rows (gq and gq + 8): keys and output row (t * n_heads + h, or -1).
-  int nk_row[2];
+  int nk_row[2], fk_row[2];
   int64_t orow[2];
-  thread_rows(a, t0, kh, G, VG, warp * 16 + gq, nk_row, orow);
-  // The warp's most keys, and its fewest over its rows that exist (rows past VG are left out:
-  // nothing of theirs is written).
+  thread_rows(a, t0, kh, G, VG, warp * 16 + gq, nk_row, orow, fk_row);
+  // The warp's most keys, its fewest over its rows that exist (rows past VG are left out:
+  // nothing of theirs is written), and its latest first key (sliding window) over those rows.
   int nkw = max(nk_row[0], nk_row[1]);
   int nkl = min(orow[0] < 0 ? INT_MAX : nk_row[0], orow[1] < 0 ? INT_MAX : nk_row[1]);
+  int fkw = max(orow[0] < 0 ? 0 : fk_row[0], orow[1] < 0 ? 0 : fk_row[1]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     nkw = max(nkw, __shfl_xor_sync(0xffffffffu, nkw, o));
     nkl = min(nkl, __shfl_xor_sync(0xffffffffu, nkl, o));
+    fkw = max(fkw, __shfl_xor_sync(0xffffffffu, fkw, o));
   }
 
   // q of the block's virtual rows, BF16, swizzled (rows past VG zero); loads in batches of 8
@@ -213,6 +215,7 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
     if (next_off) read_blocks(c + 1, nblk);
     const int npw = min(kChunk, nkw - c * kChunk);           // the warp's positions (<= 0: none)
     const int np0 = nk_row[0] - c * kChunk, np1 = nk_row[1] - c * kChunk;  // the rows' own
+    const int lo0 = fk_row[0] - c * kChunk, lo1 = fk_row[1] - c * kChunk;  // sliding window
     float S[32][4];
 #pragma unroll
     for (int j = 0; j < 32; ++j) S[j][0] = S[j][1] = S[j][2] = S[j][3] = 0.0f;
@@ -263,7 +266,7 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
           // The max is exact in any order: two running maxes per row (element e's), then one.
           float mx4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, mx[2];
           float sum[2] = {0.0f, 0.0f};
-          if (npw > 0 && nkl - c * kChunk >= kChunk) {
+          if (npw > 0 && nkl - c * kChunk >= kChunk && fkw <= c * kChunk) {
             // Warp-uniform: every row of the warp has all of the chunk's positions, so no
             // element is masked (the same operations as below, less the position tests).
 #pragma unroll
@@ -283,14 +286,18 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
                 sum[e >> 1] = __fadd_rn(sum[e >> 1], S[jt][e]);
               }
           } else {
-            // Some row ends in the chunk: positions past a row's keys are left out of its max
-            // and get e = 0. 64-position groups wholly past the warp's positions (npw, uniform)
+            // Some row ends in the chunk (or its window starts there): positions outside a row's
+            // keys are left out of its max and get e = 0. 64-position groups wholly past the warp's positions (npw, uniform)
             // are skipped: their S are the zeros they started as (no MMA ran there), which is
             // what packs to P, and their e would add +0 to sums that are never -0. Within a
             // group one basic block (exp_f32_select: no branch per element).
             const int q0 = np0 - 2 * tq, q1 = np1 - 2 * tq;
-            // Element (jt, e) is the row's iff 8 jt + (e & 1) < q(e >> 1).
-            auto mine = [&](int jt, int e) { return 8 * jt + (e & 1) < (e < 2 ? q0 : q1); };
+            const int f0 = lo0 - 2 * tq, f1 = lo1 - 2 * tq;
+            // Element (jt, e) is the row's iff f(e >> 1) <= 8 jt + (e & 1) < q(e >> 1).
+            auto mine = [&](int jt, int e) {
+              const int x = 8 * jt + (e & 1);
+              return x < (e < 2 ? q0 : q1) && x >= (e < 2 ? f0 : f1);
+            };
             // f(jt, e) over the elements of the groups that hold some of the warp's positions.
             auto each_live = [&](auto&& f) {
               for_each_const<4>([&](auto gc) {
@@ -364,7 +371,7 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
         }
         if constexpr (vs == kSpc - 1) {
           // Pass done: merge a_c into A (walk) or write the chunk's partials (split).
-          const bool has[2] = {np0 > 0, np1 > 0};
+          const bool has[2] = {chunk_has_keys(lo0, np0), chunk_has_keys(lo1, np1)};
           if constexpr (WALK) {
 #pragma unroll
             for (int n = 0; n < kDh / 8; ++n)
@@ -430,16 +437,13 @@ __global__ void __launch_bounds__(kSplitWarps * 32) attn_split(AttnArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int c = blockIdx.x, rb = blockIdx.y / a.n_kv_heads, kh = blockIdx.y % a.n_kv_heads;
   const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
-  int tmax = t0;
-  for (int r = 1; r < nr; ++r)
-    if (a.n_keys[t0 + r] > a.n_keys[tmax]) tmax = t0 + r;
-  if (a.n_keys[tmax] <= c * kChunk) return;  // no row of the block has keys in chunk c
+  if (!rows_have_keys_in_chunk(a, t0, nr, c)) return;  // no row of the block sees chunk c
   int tref;
   if (rows_share(a, t0, nr, tref)) {
     run_tiles<HD, kSplitWarps, false>(smem, a, t0, nr, kh, tref, c, c + 1);
   } else {
     for (int r = 0; r < nr; ++r)
-      if (a.n_keys[t0 + r] > c * kChunk)
+      if (rows_have_keys_in_chunk(a, t0 + r, 1, c))
         run_tiles<HD, kSplitWarps, false>(smem, a, t0 + r, 1, kh, t0 + r, c, c + 1);
   }
 }
@@ -454,9 +458,10 @@ __global__ void __launch_bounds__(HD) attn_merge(AttnArgs a) {
   const int nc = chunks_of(nk);
   float M = -INFINITY, L = 0.0f, A = 0.0f;
   // 8 chunks at a time: their loads are issued together, and only the running max chains the
-  // weights (the same operations in the same order as one chunk at a time).
+  // weights (the same operations in the same order as one chunk at a time). A sliding window's
+  // chunks start at its first key's (the ones before hold none of the row's positions).
   constexpr int kU = 8;
-  for (int cb = 0; cb < nc; cb += kU) {
+  for (int cb = first_key(a.window, nk) / kChunk; cb < nc; cb += kU) {
     float m[kU], l[kU], x[kU], al[kU], be[kU];
 #pragma unroll
     for (int k = 0; k < kU; ++k) {
@@ -500,11 +505,20 @@ __global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArg
   const int kh = blockIdx.x % a.n_kv_heads;
   const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
   int tref;
+  // A sliding window: chunks before every row's first key are left out (no row's bits change:
+  // a chunk without the row's positions is not merged into it).
+  int c0 = INT_MAX;
+  for (int r = 0; r < nr; ++r)
+    c0 = min(c0, first_key(a.window, a.n_keys[t0 + r]) / kChunk);
   if (rows_share(a, t0, nr, tref)) {
-    run_tiles<HD, NW, true>(smem, a, t0, nr, kh, tref, 0, chunks_of(a.n_keys[tref]));
+    run_tiles<HD, NW, true>(smem, a, t0, nr, kh, tref, min(c0, chunks_of(a.n_keys[tref])),
+                            chunks_of(a.n_keys[tref]));
   } else {
-    for (int r = 0; r < nr; ++r)
-      run_tiles<HD, NW, true>(smem, a, t0 + r, 1, kh, t0 + r, 0, chunks_of(a.n_keys[t0 + r]));
+    for (int r = 0; r < nr; ++r) {
+      const int nk = a.n_keys[t0 + r], c1 = chunks_of(nk);
+      run_tiles<HD, NW, true>(smem, a, t0 + r, 1, kh, t0 + r, min(first_key(a.window, nk) / kChunk, c1),
+                              c1);
+    }
   }
 }
 
@@ -568,8 +582,9 @@ void run(AttnArgs a, int64_t T) {
 
 void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t table_stride,
                const int32_t* n_keys, int64_t max_keys, int64_t n_heads, const KvLayerView& kv,
-               float scale, float* out) {
+               float scale, float* out, int64_t window) {
   if (T <= 0) return;
+  if (window < 0 || window > (int64_t{1} << 30)) fail("CUDA attention: window ", window, " out of range");
   const int64_t hd = kv.head_dim;
   if (kv.n_kv_heads <= 0 || n_heads % kv.n_kv_heads != 0)
     fail("CUDA attention: ", n_heads, " query heads do not group over ", kv.n_kv_heads, " KV heads");
@@ -598,6 +613,7 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
   a.v = static_cast<const uint16_t*>(kv.v);
   a.scale = scale;
   a.out = out;
+  a.window = static_cast<int>(window);
   switch (hd) {
     case 64: run<64>(a, T); break;
     case 128: run<128>(a, T); break;

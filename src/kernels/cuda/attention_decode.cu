@@ -48,14 +48,15 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
   const int64_t kv_dim = static_cast<int64_t>(a.n_kv_heads) * HD;
   const int bt = a.block_tokens;
 
-  int nk_row[2];
+  int nk_row[2], fk_row[2];
   int64_t orow[2];
-  thread_rows(a, t0, kh, G, VG, gq, nk_row, orow);
+  thread_rows(a, t0, kh, G, VG, gq, nk_row, orow, fk_row);
   int nkw = max(nk_row[0], nk_row[1]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) nkw = max(nkw, __shfl_xor_sync(0xffffffffu, nkw, o));
   const int npw = min(kChunk, nkw - c * kChunk);  // the tile's positions in the chunk (> 0)
   const int np0 = nk_row[0] - c * kChunk, np1 = nk_row[1] - c * kChunk;
+  const int lo0 = fk_row[0] - c * kChunk, lo1 = fk_row[1] - c * kChunk;  // sliding window
 
   // Offsets of the chunk's positions (thread i: position i), and q (BF16, swizzled).
   {
@@ -141,7 +142,7 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
   }
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int t = 0; t < 4; ++t) scale_tile_max(S[t], warp * 4 + t, tq, np0, np1, a.scale, mx);
+  for (int t = 0; t < 4; ++t) scale_tile_max(S[t], warp * 4 + t, tq, lo0, lo1, np0, np1, a.scale, mx);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = quad_max(mx[r]);
@@ -158,7 +159,7 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
 #pragma unroll
   for (int t = 0; t < 4; ++t) {
     const int jt = warp * 4 + t;
-    if (jt * 8 < npw) exp_tile(S[t], jt, tq, np0, np1, mx);
+    if (jt * 8 < npw) exp_tile(S[t], jt, tq, lo0, lo1, np0, np1, mx);
     else S[t][0] = S[t][1] = S[t][2] = S[t][3] = 0.0f;
     *reinterpret_cast<float4*>(smem + Ly::kE + (jt * 32 + lane) * 16) =
         make_float4(S[t][0], S[t][1], S[t][2], S[t][3]);
@@ -205,7 +206,7 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
       }
     }
   }
-  const bool has[2] = {np0 > 0, np1 > 0};
+  const bool has[2] = {chunk_has_keys(lo0, np0), chunk_has_keys(lo1, np1)};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (!has[r]) continue;
@@ -262,16 +263,14 @@ __global__ void __launch_bounds__(256, 1) attn_decode(AttnArgs a) {
     asm volatile("prefetch.global.L1 [%0];" ::"l"(a.block_tables + t0 * a.table_stride + b));
   }
   pdl_wait();
-  int tmax = t0;
-  for (int r = 1; r < nr; ++r)
-    if (a.n_keys[t0 + r] > a.n_keys[tmax]) tmax = t0 + r;
-  if (a.n_keys[tmax] <= c * kChunk) return;
+  if (!rows_have_keys_in_chunk(a, t0, nr, c)) return;
   int tref;
   if (rows_share(a, t0, nr, tref)) {
     run_decode<HD, DS>(smem, a, t0, nr, kh, tref, c, dz);
   } else {
     for (int r = 0; r < nr; ++r)
-      if (a.n_keys[t0 + r] > c * kChunk) run_decode<HD, DS>(smem, a, t0 + r, 1, kh, t0 + r, c, dz);
+      if (rows_have_keys_in_chunk(a, t0 + r, 1, c))
+        run_decode<HD, DS>(smem, a, t0 + r, 1, kh, t0 + r, c, dz);
   }
 }
 

@@ -64,6 +64,7 @@ struct AttnArgs {
   int64_t table_stride;
   const int32_t* n_keys;
   int T, n_heads, n_kv_heads, group, block_tokens, n_chunks;
+  int window;  // > 0: row t sees positions [max(0, n_keys[t] - window), n_keys[t]) (first_key)
   int rows;  // query rows per block (rows * group <= 16 * warps)
   const uint16_t* k;  // BF16 cache (kv_write rounded it)
   const uint16_t* v;
@@ -136,11 +137,20 @@ __device__ __forceinline__ uint32_t chunk_off(const uint32_t (&xo)[4], int C) {
   return static_cast<uint32_t>((C & ~7) << 4) + xo[(C & 7) >> 1];
 }
 
+// The first position a row with nk keys sees: 0, or the start of its sliding window. A function
+// of the row's own position: masking below it in every chunk (and leaving out chunks wholly
+// below it) gives the row's bits whatever else shares its tile or launch.
+__host__ __device__ __forceinline__ int first_key(int window, int nk) {
+  return window > 0 && nk > window ? nk - window : 0;
+}
+
 // The two query rows a thread's MMA elements belong to (virtual rows vr0 and vr0 + 8 of a block
 // whose VG = rows * G virtual rows are (query row t0 + vr / G, head kh * G + vr % G)): their key
 // counts and output rows (0 keys and row -1 past VG). Every attention kernel sets its rows up here.
+// Also their first keys (first_key; 0 past VG).
 __device__ __forceinline__ void thread_rows(const AttnArgs& a, int t0, int kh, int G, int VG,
-                                            int vr0, int (&nk_row)[2], int64_t (&orow)[2]) {
+                                            int vr0, int (&nk_row)[2], int64_t (&orow)[2],
+                                            int (&fk_row)[2]) {
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     const int vr = vr0 + 8 * e;
@@ -152,23 +162,31 @@ __device__ __forceinline__ void thread_rows(const AttnArgs& a, int t0, int kh, i
       nk_row[e] = 0;
       orow[e] = -1;
     }
+    fk_row[e] = first_key(a.window, nk_row[e]);
   }
 }
+
+// Whether a row with chunk-relative key range [lo, np) has a position in the chunk.
+__device__ __forceinline__ bool chunk_has_keys(int lo, int np) { return np > 0 && lo < kChunk; }
 
 // The softmax steps of one 8-position score tile that every attention kernel takes alike (the
 // decode kernel and the walk/split kernel must agree bit for bit, so both call these). A thread
 // holds the tile's elements e = 0..3 of mma.m16n8: rows gq (e < 2) and gq + 8 (e >= 2), position
-// 8 jt + 2 tq + (e & 1); np0 / np1 are the two rows' own positions in the chunk.
+// 8 jt + 2 tq + (e & 1); the two rows' own positions in the chunk are [lo0, np0) and
+// [lo1, np1) (lo < 0 or 0 without a sliding window).
 __device__ __forceinline__ int tile_pos(int jt, int tq, int e) { return jt * 8 + 2 * tq + (e & 1); }
+__device__ __forceinline__ bool row_pos(int pos, int e, int lo0, int lo1, int np0, int np1) {
+  return pos < (e < 2 ? np0 : np1) && pos >= (e < 2 ? lo0 : lo1);
+}
 // score = S * scale (one FP32 multiply) in place, folded into the rows' running max over the
 // rows' own positions.
-__device__ __forceinline__ void scale_tile_max(float (&s)[4], int jt, int tq, int np0, int np1,
-                                               float scale, float (&mx)[2]) {
+__device__ __forceinline__ void scale_tile_max(float (&s)[4], int jt, int tq, int lo0, int lo1,
+                                               int np0, int np1, float scale, float (&mx)[2]) {
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const float sc = __fmul_rn(s[e], scale);
     s[e] = sc;
-    if (tile_pos(jt, tq, e) < (e < 2 ? np0 : np1)) mx[e >> 1] = fmaxf(mx[e >> 1], sc);
+    if (row_pos(tile_pos(jt, tq, e), e, lo0, lo1, np0, np1)) mx[e >> 1] = fmaxf(mx[e >> 1], sc);
   }
 }
 // The max over the quad of threads that share a row (lanes differing in bits 0 and 1).
@@ -176,12 +194,14 @@ __device__ __forceinline__ float quad_max(float m) {
   m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
   return fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
 }
-// e = exp(score - row max) in place; 0 past the row's positions.
-__device__ __forceinline__ void exp_tile(float (&s)[4], int jt, int tq, int np0, int np1,
-                                         const float (&mx)[2]) {
+// e = exp(score - row max) in place; 0 outside the row's positions.
+__device__ __forceinline__ void exp_tile(float (&s)[4], int jt, int tq, int lo0, int lo1, int np0,
+                                         int np1, const float (&mx)[2]) {
 #pragma unroll
   for (int e = 0; e < 4; ++e)
-    s[e] = tile_pos(jt, tq, e) < (e < 2 ? np0 : np1) ? exp_f32(__fsub_rn(s[e], mx[e >> 1])) : 0.0f;
+    s[e] = row_pos(tile_pos(jt, tq, e), e, lo0, lo1, np0, np1)
+               ? exp_f32(__fsub_rn(s[e], mx[e >> 1]))
+               : 0.0f;
 }
 
 // exp_f32 (common.cuh), bit for bit, without branches. exp_f32's early returns make every call
@@ -257,6 +277,16 @@ __device__ inline bool rows_share(const AttnArgs& a, int t0, int nr, int& tref) 
 }
 
 __host__ __device__ inline int chunks_of(int n_keys) { return (n_keys + kChunk - 1) / kChunk; }
+
+// Whether some row of [t0, t0 + nr) sees a position of chunk c (below n_keys, at or past its
+// first key): a block or a row without any skips the chunk.
+__device__ inline bool rows_have_keys_in_chunk(const AttnArgs& a, int t0, int nr, int c) {
+  for (int r = 0; r < nr; ++r) {
+    const int nk = a.n_keys[t0 + r];
+    if (nk > c * kChunk && first_key(a.window, nk) < (c + 1) * kChunk) return true;
+  }
+  return false;
+}
 
 inline int sm_count() {
   static const int n = [] {

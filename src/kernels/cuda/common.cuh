@@ -158,5 +158,18 @@ __device__ __forceinline__ float sigmoid_f32(float x) {
 __device__ __forceinline__ float silu_f32(float x) {
   return __fdiv_rn(x, __fadd_rn(1.0f, exp_f32(-x)));
 }
+// kernels::gelu_tanh_f32 (math.h): z = x * fma(c2, x * x, c1), x / (1 + exp(-z)).
+__device__ __forceinline__ float gelu_tanh_f32(float x) {
+  const float z = __fmul_rn(x, __fmaf_rn(0.07135481627260025f, __fmul_rn(x, x), 1.5957691216057308f));
+  return __fdiv_rn(x, __fadd_rn(1.0f, exp_f32(-z)));
+}
+// kernels::softcap_f32: cap * tanh(x / cap), tanh(|y|) = (1 - e) / (1 + e), e = exp(-2|y|).
+__device__ __forceinline__ float softcap_f32(float x, float cap) {
+  const float y = __fdiv_rn(x, cap);
+  if (isnan(y)) return __fmul_rn(cap, y);
+  const float e = exp_f32(__fmul_rn(-2.0f, fabsf(y)));
+  const float t = __fdiv_rn(__fsub_rn(1.0f, e), __fadd_rn(1.0f, e));
+  return __fmul_rn(cap, signbit(y) ? -t : t);
+}
 
 }  // namespace lockstep::kernels::cuda::detail

@@ -133,6 +133,10 @@ void rms_norm(const float* x, int64_t M, int64_t D, const float* w, float eps, b
 void rope(float* x, int64_t M, int64_t heads, int64_t head_dim, int64_t rotary_dim,
           const float* cos_sin);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// As Backend::gelu_tanh_mul / scale / softcap: the CPU's formulas and operation order (math.h).
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+void scale(float* x, int64_t n, float s);
+void softcap(float* x, int64_t n, float cap);
 // x[i] += delta[i].
 void add(float* x, const float* delta, int64_t n);
 // x += delta ([M][D]), then y = rms_norm(x): one launch, bitwise add() then rms_norm(). y may
@@ -158,7 +162,8 @@ void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const i
               void* k_cache, void* v_cache);
 
 // Causal attention of T query rows over the paged cache of one layer. Row t attends to positions
-// [0, n_keys[t]); position p of row t is in block block_tables[t * table_stride + p / block_tokens]
+// [first, n_keys[t]): first = 0, or with window > 0 max(0, n_keys[t] - window) (a sliding window:
+// a function of the row's position, so the rows' bits still depend on nothing else); position p of row t is in block block_tables[t * table_stride + p / block_tokens]
 // at slot p % block_tokens; block b's keys start at element b * block_tokens * n_kv_heads *
 // head_dim of kv.k (values at kv.v likewise); kv.dtype must be BF16 (kKvDtype).
 // q, out: [T][n_heads][head_dim]; GQA: head h reads kv head
@@ -168,7 +173,7 @@ void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const i
 // [-1, 1] (attention_test), not 1e-5.
 void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t table_stride,
                const int32_t* n_keys, int64_t max_keys, int64_t n_heads, const KvLayerView& kv,
-               float scale, float* out);
+               float scale, float* out, int64_t window = 0);
 
 // out[i][:] = x[rows[i]][:] for i < n, rows of D floats.
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out);

@@ -1,5 +1,5 @@
 // The per-element and per-row ops of cuda_ops.h: embedding, rms_norm, add_rms_norm, rope,
-// attention_prep, silu_mul, add, sigmoid_mul, kv_write, gather_rows. Each output element is
+// attention_prep, silu_mul, gelu_tanh_mul, scale, softcap, add, sigmoid_mul, kv_write, gather_rows. Each output element is
 // computed by one thread from its own inputs (the norms: one block per row, fixed strides and
 // tree, rms_factor), so nothing depends on how many rows a call has; the fused ops run the same
 // per-element arithmetic as the ops they replace, so they give the same bits. exp/silu/sigmoid
@@ -290,6 +290,28 @@ __global__ void silu_mul_kernel(const float* gate, const float* up, float* out, 
   }
 }
 
+// Gemma's ops: out = gelu_tanh(gate) * up, x *= s, x = cap * tanh(x / cap); one element a thread.
+__global__ void gelu_tanh_mul_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __fmul_rn(gelu_tanh_f32(gate[i]), up[i]);
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float s) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = __fmul_rn(x[i], s);
+}
+
+__global__ void softcap_kernel(float* x, int64_t n, float cap) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = softcap_f32(x[i], cap);
+}
+
 __global__ void add_kernel(float* x, const float* delta, int64_t n) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
@@ -409,6 +431,22 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
     launch("silu_mul_kernel", silu_mul_kernel<4>, blocks_for(n / 4, kThreads), kThreads, 0, gate, up, out, n);
   else
     launch("silu_mul_kernel", silu_mul_kernel<1>, blocks_for(n, kThreads), kThreads, 0, gate, up, out, n);
+}
+
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  if (n <= 0) return;
+  launch("gelu_tanh_mul_kernel", gelu_tanh_mul_kernel, blocks_for(n, kThreads), kThreads, 0, gate,
+         up, out, n);
+}
+
+void scale(float* x, int64_t n, float s) {
+  if (n <= 0) return;
+  launch("scale_kernel", scale_kernel, blocks_for(n, kThreads), kThreads, 0, x, n, s);
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  if (n <= 0) return;
+  launch("softcap_kernel", softcap_kernel, blocks_for(n, kThreads), kThreads, 0, x, n, cap);
 }
 
 void add(float* x, const float* delta, int64_t n) {
