@@ -5,6 +5,7 @@
 #include "server/choice_text.h"
 #include "server/reasoning.h"
 #include "server/response_format.h"
+#include "server/tools/tool_family.h"
 
 namespace lockstep::server {
 
@@ -35,7 +36,7 @@ class WholeResponse : public PendingResponse {
   WholeResponse(const ParsedRequest& p, const ServingContext& ctx, HttpStats& stats)
       : parsed_(p), ctx_(ctx), stats_(stats), streams_(submit_choices(p, *ctx.engine)),
         choices_(streams_.size()), finished_(streams_.size(), false) {
-    for (size_t i = 0; i < streams_.size(); ++i) texts_.emplace_back(ctx.tokenizer, p.request.options.stop);
+    for (size_t i = 0; i < streams_.size(); ++i) texts_.emplace_back(ctx.tokenizer, p.request.options.stop, p.shown_ids);
   }
 
   bool streaming() const override { return false; }
@@ -70,6 +71,12 @@ class WholeResponse : public PendingResponse {
         choices_[i].text = parts.content;
         choices_[i].reasoning = parts.reasoning;
         choices_[i].finish_reason = ev.finish_reason;
+        if (parsed_.tool_parser) {
+          tools::ToolOutput t = tools::parse_tool_output(*parsed_.tool_parser, parts.content, parsed_.parallel_tool_calls);
+          choices_[i].text = std::move(t.content);
+          for (auto& call : t.calls) choices_[i].tool_calls.push_back({tools::new_tool_call_id(ctx_.tool_family), std::move(call)});
+          if (!choices_[i].tool_calls.empty() && ev.finish_reason == "stop") choices_[i].finish_reason = "tool_calls";
+        }
         choices_[i].tokens = static_cast<int64_t>(texts_[i].tokens().size());
       }
     }

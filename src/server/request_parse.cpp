@@ -6,6 +6,10 @@
 #include "decode/speculative/drafters.h"
 #include "server/api_error.h"
 #include "server/structured_output.h"
+#include "server/tool_request.h"
+#include "server/tools/call_grammar.h"
+#include "server/constraint_cache.h"
+#include "core/error.h"
 
 namespace lockstep::server {
 
@@ -203,6 +207,39 @@ ParsedRequest parse_completion(const Body& body, const ServingContext& ctx) {
   return out;
 }
 
+namespace {
+
+// Tools: the parser for the served family, and under tool_choice "required" or a named function
+// the grammar of the family's call syntax over the tools' schemas.
+void parse_tools(const Body& body, const ServingContext& ctx, ParsedRequest& out) {
+  auto tr = parse_tool_request(body);
+  if (!tr || tr->choice == ToolRequest::Choice::kNone) return;  // "none": calls are never parsed
+  out.tool_parser = tools::make_tool_parser(ctx.tool_family, tr->tools);
+  out.parallel_tool_calls = tr->parallel;
+  out.shown_ids = ctx.tool_marker_ids;
+  if (tr->choice == ToolRequest::Choice::kAuto) return;
+  if (out.request.options.constraint)
+    bad_field("response_format", "cannot be combined with tool_choice \"required\" or a named function (the answer "
+                                 "is constrained to the call syntax)", "invalid_value");
+  if (!ctx.tokenizer || !ctx.constraints)
+    bad_field("tool_choice", "forced calls need the model's tokenizer.json", "no_tokenizer");
+  tools::ToolList chosen;
+  for (const auto& t : tr->tools)
+    if (tr->choice == ToolRequest::Choice::kRequired || t.name == tr->named) chosen.push_back(t);
+  const bool several = tr->choice == ToolRequest::Choice::kRequired && tr->parallel;
+  std::string key = std::string(tools::family_name(ctx.tool_family)) + (several ? "+" : "1");
+  for (const auto& t : chosen) key += "\n" + t.name + "\n" + t.parameters.dump();
+  const bool with_eos = !get_bool(body, "ignore_eos").value_or(false);
+  try {
+    out.request.options.constraint = ctx.constraints->get_built(
+        key, [&] { return tools::tool_call_grammar(ctx.tool_family, chosen, several); }, with_eos);
+  } catch (const Error& e) {
+    bad_field("tools", e.what(), "invalid_tool_schema");
+  }
+}
+
+}  // namespace
+
 ParsedRequest parse_chat(const Body& body, const ServingContext& ctx) {
   ParsedRequest out;
   out.endpoint = Endpoint::Chat;
@@ -212,6 +249,7 @@ ParsedRequest parse_chat(const Body& body, const ServingContext& ctx) {
   const std::string prompt = render_chat_prompt(body, ctx);
   out.request.prompt = encode_text(prompt, ctx, false, "messages");
   parse_common(body, ctx, out);
+  parse_tools(body, ctx, out);
   // A constrained answer is constrained from its first token, so it holds no reasoning block to
   // split off (docs/server.md, "Reasoning").
   if (!out.request.options.constraint) out.reasoning = reasoning_mode(prompt, ctx.tokenizer);
