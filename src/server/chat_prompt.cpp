@@ -47,8 +47,8 @@ std::string render_chat_prompt(const Body& body, const ServingContext& ctx) {
     // Every field kept (name, tool_calls, ...) in the client's key order; tool calls checked and
     // their arguments given to the template as objects.
     Body msg = template_message(m, i);
-    if (m.contains("content")) {
-      msg["content"] = normalize_content(m["content"], i);
+    if (msg.contains("content")) {
+      msg["content"] = normalize_content(msg["content"], i);
     } else if (m["role"] != "assistant") {
       bad_field(at + ".content", "required", "missing_required_parameter");
     }

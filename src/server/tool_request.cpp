@@ -121,6 +121,9 @@ Body template_message(const Body& m, size_t i) {
   const Body& calls = m.at("tool_calls");
   if (!calls.is_array()) bad_field(at + ".tool_calls", "expected an array, got " + json_kind(calls), "invalid_type");
   Body out = m;
+  // OpenAI clients send content null beside tool calls; templates written for transformers
+  // test and slice content as a string (Qwen3's `'</think>' in message.content`), so it is "".
+  if (!has(m, "content")) out["content"] = "";
   for (size_t j = 0; j < calls.size(); ++j) {
     const std::string cat = at + ".tool_calls[" + std::to_string(j) + "]";
     const Body& c = calls[j];

@@ -27,7 +27,8 @@ std::optional<ToolRequest> parse_tool_request(const Body& body);
 // assistant's tool_calls are a list of {"id", "type": "function", "function": {"name",
 // "arguments"}} with arguments a string of JSON (OpenAI's form). Returns the message as the
 // templates expect it: arguments as the JSON object they hold (Qwen3, Llama 3.1, Mistral and
-// Gemma templates index or tojson them), every other field unchanged.
+// Gemma templates index or tojson them), a null or missing content beside tool_calls as "",
+// every other field unchanged.
 Body template_message(const Body& message, size_t index);
 
 }  // namespace lockstep::server

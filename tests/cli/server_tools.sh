@@ -29,6 +29,8 @@ import json, sys
 ours = json.load(open(sys.argv[1]))
 theirs = json.load(open(sys.argv[2]))
 ours["chat_template"] = theirs["chat_template"]
+if ours.get("bos_token") is None:  # Llama's template writes bos_token: one the shipped tokenizer has
+    ours["bos_token"] = "<|endoftext|>"
 json.dump(ours, open(sys.argv[3], "w"))
 PY
 done
@@ -37,7 +39,7 @@ cache=$(bash "$src/tests/server/fetch_openai.sh" "$src")
 start_server qwen -m "$tmp/qwen3" --threads 1 --parallel 8 --prefill-chunk 32
 start_server llama -m "$tmp/llama3_1" --threads 1 --parallel 2
 node "$src/tests/server/tools.mjs" "$cache" "$qwen_url" "$llama_url" || {
-  tail -20 "$tmp/qwen.log" "$tmp/llama.log" >&2
+  tail -n 20 "$tmp/qwen.log" "$tmp/llama.log" >&2
   fail "tool calling checks failed"
 }
 for pid in "$qwen_pid" "$llama_pid"; do

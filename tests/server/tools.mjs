@@ -45,7 +45,7 @@ const calls = (m) => (m.tool_calls ?? []).map((c) => ({ name: c.function.name, a
 const same = (x, y) => JSON.stringify(x) === JSON.stringify(y);
 
 const ask = (extra) => ({
-  model: "default", max_tokens: 80, temperature: 0, tools,
+  model: "default", max_tokens: 200, temperature: 0, tools,
   messages: [{ role: "user", content: "What is the weather in Paris, and what is 2 + 3?" }], ...extra });
 const say = async (client, body) => (await client.chat.completions.create(body)).choices[0];
 
@@ -71,27 +71,36 @@ async function stream(client, body) {
   return { content, calls: out, finish };
 }
 
-// 1. required: valid calls, content null, finish_reason tool_calls; every speculation mode alike.
-const req = await say(qwen, ask({ tool_choice: "required" }));
+// 1. required with parallel_tool_calls false: one valid call, content null, finish_reason
+// tool_calls (the grammar ends after the call, so the answer ends there); every speculation mode
+// and the stream give the same call.
+const one = { tool_choice: "required", parallel_tool_calls: false };
+const req = await say(qwen, ask(one));
 check(req.finish_reason === "tool_calls", `required: finish_reason ${req.finish_reason}`);
 check(req.message.content === null, `required: content ${JSON.stringify(req.message.content)}`);
-check((req.message.tool_calls ?? []).length >= 1, "required: no tool calls");
+check(req.message.tool_calls?.length === 1, `required: ${JSON.stringify(req.message)}`);
 (req.message.tool_calls ?? []).forEach((c, i) => valid(c, `required call ${i}`));
 for (const spec of ["lookup", "mtp"]) {
-  const c = await say(qwen, ask({ tool_choice: "required", spec }));
+  const c = await say(qwen, ask({ ...one, spec }));
   check(same(calls(c.message), calls(req.message)), `required: spec ${spec} differs: ${JSON.stringify(calls(c.message))}`);
 }
-const reqStream = await stream(qwen, ask({ tool_choice: "required" }));
+const reqStream = await stream(qwen, ask(one));
 check(same(reqStream.calls, calls(req.message)), `required: streamed calls ${JSON.stringify(reqStream.calls)}`);
 check(reqStream.content === null && reqStream.finish === "tool_calls", `required stream: ${JSON.stringify(reqStream)}`);
 
-// 2. A named function: exactly one call of it; parallel_tool_calls false: exactly one call.
+// 2. required with parallel calls allowed: the grammar admits more calls after each one (this
+// small model keeps calling until max_tokens); every complete call is valid, and the stream
+// assembles to the same calls and content. A named function: exactly one call of it.
+const par = await say(qwen, ask({ tool_choice: "required" }));
+check((par.message.tool_calls ?? []).length >= 1, `parallel: ${JSON.stringify(par.message)}`);
+(par.message.tool_calls ?? []).forEach((c, i) => valid(c, `parallel call ${i}`));
+const parStream = await stream(qwen, ask({ tool_choice: "required" }));
+check(same(parStream.calls, calls(par.message)) && parStream.content === par.message.content && parStream.finish === par.finish_reason,
+      `parallel: stream ${JSON.stringify(parStream)} vs ${JSON.stringify(par)}`);
 const named = await say(qwen, ask({ tool_choice: { type: "function", function: { name: "add" } } }));
-check(named.message.tool_calls?.length === 1 && named.message.tool_calls[0].function.name === "add",
-      `named: ${JSON.stringify(named.message)}`);
+check(named.message.tool_calls?.length === 1 && named.message.tool_calls[0].function.name === "add" &&
+      named.finish_reason === "tool_calls", `named: ${JSON.stringify(named)}`);
 named.message.tool_calls?.forEach((c) => valid(c, "named"));
-const single = await say(qwen, ask({ tool_choice: "required", parallel_tool_calls: false }));
-check(single.message.tool_calls?.length === 1, `parallel_tool_calls false: ${JSON.stringify(single.message)}`);
 
 // 3. auto: the model's own text with two calls in it (forced by a grammar) is parsed back.
 const written = 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>\n' +
@@ -124,8 +133,8 @@ check(none.message.content === written && !none.message.tool_calls && none.finis
 
 // 4. Alone vs 8 at once (one batch), streams and whole responses mixed.
 const together = await Promise.all(Array.from({ length: 8 }, (_, i) => i % 2
-  ? stream(qwen, ask({ tool_choice: "required" })).then((s) => s.calls)
-  : say(qwen, ask({ tool_choice: "required" })).then((c) => calls(c.message))));
+  ? stream(qwen, ask(one)).then((s) => s.calls)
+  : say(qwen, ask(one)).then((c) => calls(c.message))));
 together.forEach((c, i) => check(same(c, calls(req.message)), `concurrent ${i} differs: ${JSON.stringify(c)}`));
 
 // 5. The round trip: the call and its result in the history, rendered by Qwen3's template.
@@ -167,8 +176,9 @@ await refused({ ...ask({}), messages: [...history.slice(0, 2), { role: "tool", c
 await refused({ ...ask({}), messages: [history[0], { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function",
   function: { name: "get_weather", arguments: { city: "Paris" } } }] }, history[2]] }, "messages[1].tool_calls[0].function.arguments", "string");
 await refused(ask({ tool_choice: "required", response_format: { type: "json_object" } }), "response_format", "tool_choice");
-await refused(fn({ name: "f", parameters: { type: "object", properties: { x: { not: {} } } } }), "tools", "'not'");
-const again = await say(qwen, ask({ tool_choice: "required" }));
+await refused({ ...fn({ name: "f", parameters: { type: "object", properties: { x: { not: {} } } } }), tool_choice: "required" },
+              "tools", "'not'");
+const again = await say(qwen, ask(one));
 check(same(calls(again.message), calls(req.message)), "the answer after the refusals differs");
 
 // 7. Llama 3.1's template: the whole answer is one JSON call with "parameters".
