@@ -28,11 +28,39 @@ void reject_unsupported(const Body& body, Endpoint ep) {
     if (get_string(body, "suffix").value_or("") != "")
       bad_field("suffix", "suffix is not supported", "unsupported_parameter");
   }
-  if (has(body, "logit_bias")) {
-    const Body& lb = body.at("logit_bias");
-    if (!lb.is_object()) bad_field("logit_bias", "expected an object, got " + json_kind(lb), "invalid_type");
-    if (!lb.empty()) bad_field("logit_bias", "logit_bias is not supported", "unsupported_parameter");
+}
+
+// logit_bias: {"<token id>": bias in [-100, 100]} -> ascending (id, bias) pairs.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const Body& body, const ServingContext& ctx) {
+  std::vector<std::pair<int32_t, float>> out;
+  if (!has(body, "logit_bias")) return out;
+  const Body& lb = body.at("logit_bias");
+  if (!lb.is_object()) bad_field("logit_bias", "expected an object of token id -> bias, got " + json_kind(lb), "invalid_type");
+  for (auto it = lb.begin(); it != lb.end(); ++it) {
+    const std::string& key = it.key();
+    const std::string field = "logit_bias." + key;
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (key.empty() || key.find_first_not_of("0123456789") != std::string::npos || used != key.size() || id < 0 ||
+        id >= ctx.vocab_size)
+      bad_field(field, "keys are token ids in [0, " + std::to_string(ctx.vocab_size) + ")", "invalid_value");
+    if (!it.value().is_number())
+      bad_field(field, "expected a number, got " + json_kind(it.value()), "invalid_type");
+    const double bias = it.value().get<double>();
+    if (!(bias >= -100 && bias <= 100))
+      bad_field(field, "must be in [-100, 100], got " + it.value().dump(), "out_of_range");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
   }
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].first == out[i - 1].first)
+      bad_field("logit_bias", "token id " + std::to_string(out[i].first) + " appears twice", "invalid_value");
+  return out;
 }
 
 std::vector<int32_t> check_ids(const Body& list, const ServingContext& ctx) {
@@ -129,6 +157,7 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
   s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", -2, 2).value_or(0));
   s.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 0, 10).value_or(1));
   if (s.repetition_penalty <= 0) bad_field("repetition_penalty", "must be in (0, 10], got 0", "out_of_range");
+  s.logit_bias = parse_logit_bias(body, ctx);
   // No seed means seed 0, as `lockstep generate` without --seed: a request is reproducible.
   s.seed = static_cast<uint64_t>(get_int(body, "seed", std::numeric_limits<int64_t>::min(),
                                          std::numeric_limits<int64_t>::max()).value_or(0));

