@@ -1,5 +1,7 @@
 #include "server/generation.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/choice_text.h"
@@ -64,6 +66,8 @@ class WholeResponse : public PendingResponse {
                                           "server_error", "cancelled"));
         }
         texts_[i].finish(ev.text_limit);
+        // With n > 1 choices, the prompt tokens every choice found cached.
+        cached_tokens_ = finished_count_ == 1 ? ev.cached_tokens : std::min(cached_tokens_, ev.cached_tokens);
         // Completions carry the text as is; chat splits off a leading reasoning block.
         const ReasoningParts parts = ReasoningSplitter::split(
             texts_[i].sent(), parsed_.endpoint == Endpoint::Chat ? parsed_.reasoning : ReasoningMode::kOff,
@@ -84,7 +88,7 @@ class WholeResponse : public PendingResponse {
     const ResponseHeader h = new_response_header(parsed_.endpoint, ctx_.model_name);
     head = HttpResponse{};
     out += to_text(full_response(h, choices_, parsed_.logprobs >= 0, ctx_.tokenizer,
-                                 static_cast<int64_t>(parsed_.request.prompt.size())));
+                                 static_cast<int64_t>(parsed_.request.prompt.size()), cached_tokens_));
     done_ = true;
     return true;
   }
@@ -114,6 +118,7 @@ class WholeResponse : public PendingResponse {
   std::vector<ChoiceResult> choices_;
   std::vector<bool> finished_;
   size_t finished_count_ = 0;
+  int64_t cached_tokens_ = 0;
   bool done_ = false;
 };
 

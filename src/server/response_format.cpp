@@ -59,10 +59,11 @@ ResponseHeader new_response_header(Endpoint endpoint, const std::string& model) 
   return h;
 }
 
-json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 json logprobs_json(Endpoint endpoint, const Tokenizer* tok, std::span<const TokenLogprob> lps,
@@ -97,7 +98,7 @@ json logprobs_json(Endpoint endpoint, const Tokenizer* tok, std::span<const Toke
 }
 
 json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& choices,
-                   bool with_logprobs, const Tokenizer* tok, int64_t prompt_tokens) {
+                   bool with_logprobs, const Tokenizer* tok, int64_t prompt_tokens, int64_t cached_tokens) {
   json j = head(h, false);
   json list = json::array();
   int64_t completion = 0;
@@ -127,7 +128,7 @@ json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& cho
     list.push_back(std::move(choice));
   }
   j["choices"] = std::move(list);
-  j["usage"] = usage_json(prompt_tokens, completion);
+  j["usage"] = usage_json(prompt_tokens, completion, cached_tokens);
   return j;
 }
 
@@ -175,10 +176,10 @@ std::vector<json> tool_call_chunks(const ResponseHeader& h, int index, int call_
   return out;
 }
 
-json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens) {
+json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   json j = head(h, true);
   j["choices"] = json::array();
-  j["usage"] = usage_json(prompt_tokens, completion_tokens);
+  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens);
   return j;
 }
 

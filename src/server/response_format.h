@@ -41,7 +41,8 @@ struct ChoiceResult {
   std::vector<IdentifiedCall> tool_calls;  // chat with tools: message.tool_calls (content null when empty)
 };
 
-nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
+nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
 
 // Logprobs of `lps` in the endpoint's format (completions: tokens / token_logprobs /
 // top_logprobs / text_offset starting at `text_offset`; chat: {"content": [...]}).
@@ -50,7 +51,7 @@ nlohmann::ordered_json logprobs_json(Endpoint endpoint, const Tokenizer* tokeniz
 
 nlohmann::ordered_json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& choices,
                              bool with_logprobs, const Tokenizer* tokenizer,
-                             int64_t prompt_tokens);
+                             int64_t prompt_tokens, int64_t cached_tokens);
 
 // One streaming chunk for choice `index`: text (or chat delta content; `reasoning`, when not
 // empty, as delta.reasoning_content), an optional finish
@@ -65,7 +66,8 @@ nlohmann::ordered_json stream_chunk(const ResponseHeader& h, int index, const st
 std::vector<nlohmann::ordered_json> tool_call_chunks(const ResponseHeader& h, int index, int call_index,
                                                      const IdentifiedCall& call, bool include_usage);
 // The final usage chunk: "choices": [].
-nlohmann::ordered_json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens);
+nlohmann::ordered_json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens,
+                                   int64_t cached_tokens);
 
 // JSON text; invalid UTF-8 (a token that is half a character) becomes U+FFFD.
 std::string to_text(const nlohmann::ordered_json& j);

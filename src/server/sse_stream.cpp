@@ -1,5 +1,6 @@
 // Streaming responses (server-sent events). Each poll reads what the engine has emitted for every
 // choice, without waiting, and appends the chunks that makes sendable; the connection writes them.
+#include <algorithm>
 #include <chrono>
 
 #include "server/api_error.h"
@@ -51,7 +52,7 @@ class SseResponse : public PendingResponse {
     if (open_ > 0) return false;
     if (parsed_.include_usage)
       out += sse_event(usage_chunk(header_, static_cast<int64_t>(parsed_.request.prompt.size()),
-                                   completion_tokens_));
+                                   completion_tokens_, cached_tokens_));
     out += "data: [DONE]\n\n";
     done_ = true;
     return true;
@@ -89,6 +90,7 @@ class SseResponse : public PendingResponse {
       }
       delta += texts_[i].finish(ev.text_limit);
       finish = ev.finish_reason;
+      cached_tokens_ = open_ + 1 == streams_.size() ? ev.cached_tokens : std::min(cached_tokens_, ev.cached_tokens);
     }
     // The text of this poll, split as the whole response's would be (ReasoningSplitter).
     ReasoningParts parts = splitters_[i].push(delta);
@@ -152,6 +154,7 @@ class SseResponse : public PendingResponse {
   std::vector<bool> finished_;
   size_t open_;                      // choices not finished
   int64_t completion_tokens_ = 0;
+  int64_t cached_tokens_ = 0;  // the fewest prompt tokens any choice found in the prefix cache
   bool started_ = false, done_ = false;
 };
 

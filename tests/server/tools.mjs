@@ -6,6 +6,7 @@
 // server must parse back. Streamed calls assemble to the whole response's calls; the same request
 // alone and 8 at once gives the same calls; a history with tool calls and tool results renders
 // through the template; bad tool fields are 400s naming the field, and the server keeps serving.
+// Last, usage.prompt_tokens_details.cached_tokens counts a repeated prompt's prefix-cache hit.
 //
 //   node tools.mjs <openai-cache-dir> <qwen3-template-server-url> <llama3.1-template-server-url>
 import { createRequire } from "node:module";
@@ -191,6 +192,21 @@ check(same(llStream.calls, calls(ll.message)) && llStream.finish === "tool_calls
 const llReq = await say(llama, ask({ tool_choice: "required" }));
 check(llReq.message.tool_calls?.length === 1, `llama required: ${JSON.stringify(llReq.message)}`);
 llReq.message.tool_calls?.forEach((c) => valid(c, "llama required"));
+
+// 8. usage.prompt_tokens_details.cached_tokens: the next turn of a conversation starts with the
+// previous prompt, whose KV the prefix cache holds (streamed usage says the same).
+const turn1 = [{ role: "user", content: "A prompt only this check sends." }];
+const turn2 = [...turn1, { role: "assistant", content: "ok" }, { role: "user", content: "Again." }];
+const cacheAsk = (messages) => ({ model: "default", max_tokens: 4, temperature: 0, tools, messages });
+const firstUse = (await qwen.chat.completions.create(cacheAsk(turn1))).usage;
+const secondUse = (await qwen.chat.completions.create(cacheAsk(turn2))).usage;
+check(Number.isInteger(firstUse.prompt_tokens_details?.cached_tokens), `usage: ${JSON.stringify(firstUse)}`);
+const hit = secondUse.prompt_tokens_details?.cached_tokens;
+check(hit > 0 && hit <= firstUse.prompt_tokens && hit < secondUse.prompt_tokens, `cached_tokens: ${JSON.stringify([firstUse, secondUse])}`);
+let streamUse = null;
+for await (const c of await qwen.chat.completions.create({ ...cacheAsk(turn2), stream: true, stream_options: { include_usage: true } }))
+  if (c.usage) streamUse = c.usage;
+check(streamUse?.prompt_tokens_details?.cached_tokens > 0, `streamed cached_tokens: ${JSON.stringify(streamUse)}`);
 
 for (const f of failures) console.log("FAIL:", f);
 console.log(`tools: ${failures.length} failures`);
