@@ -16,6 +16,12 @@
 namespace lockstep::server::tools {
 namespace {
 
+}  // namespace
+
+inline void PrintTo(const ToolCall& c, std::ostream* os) { *os << c.name << c.arguments; }
+
+namespace {
+
 ToolList weather_tools() {
   return {{"get_weather", Json::parse(R"({"type":"object","properties":{"city":{"type":"string"},
             "days":{"type":"integer"},"units":{"type":"array","items":{"type":"string"}}}})")},

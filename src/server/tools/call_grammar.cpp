@@ -96,13 +96,21 @@ class CallGrammar {
   c::ExprPtr xml_params(const ToolSpec& t) {
     std::vector<c::ExprPtr> items;
     for (const auto& [key, prop] : properties_of(t.parameters).items()) {
-      c::ExprPtr value = string_typed(prop) && !prop.contains("enum") && !prop.contains("const")
-                             ? free_text()
-                             : json_value(t.parameters, prop, "/properties/" + key);
+      // The parser keeps a string parameter's text as it is, so its enum values are unquoted.
+      c::ExprPtr value = string_typed(prop) ? raw_string(prop) : json_value(t.parameters, prop, "/properties/" + key);
       c::ExprPtr param = c::seq({c::literal("<parameter=" + key + ">\n"), value, c::literal("\n</parameter>\n")});
       items.push_back(is_required(t.parameters, key) ? param : c::optional(param));
     }
     return c::seq(std::move(items));
+  }
+
+  c::ExprPtr raw_string(const Json& s) {
+    std::vector<c::ExprPtr> alts;
+    if (auto e = s.find("enum"); e != s.end() && e->is_array())
+      for (const auto& v : *e)
+        if (v.is_string()) alts.push_back(c::literal(v.get<std::string>()));
+    if (auto k = s.find("const"); k != s.end() && k->is_string()) alts.push_back(c::literal(k->get<std::string>()));
+    return alts.empty() ? free_text() : c::alt(std::move(alts));
   }
 
   // Gemma 4's notation: {k:v,...} with bare keys, <|"|>-quoted strings, [v,...] arrays;
