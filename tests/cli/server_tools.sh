@@ -4,7 +4,7 @@
 # from npm as the template parity test does. Forced calls (required, named) are valid calls of
 # the offered tools, streamed calls assemble to the same calls, histories with tool calls and
 # results render, batching changes nothing, and bad tool fields are 400s naming the field. Then
-# logit_bias on the same server.
+# /v1/responses and logit_bias on the same server.
 # Usage: bash server_tools.sh <lockstep-binary> <source-dir>
 set -euo pipefail
 bin="$1"
@@ -42,6 +42,11 @@ start_server llama -m "$tmp/llama3_1" --threads 1 --parallel 2
 node "$src/tests/server/tools.mjs" "$cache" "$qwen_url" "$llama_url" || {
   tail -n 20 "$tmp/qwen.log" "$tmp/llama.log" >&2
   fail "tool calling checks failed"
+}
+# /v1/responses (stateless) through responses.create, on the same server.
+node "$src/tests/server/responses.mjs" "$cache" "$qwen_url" || {
+  tail -n 20 "$tmp/qwen.log" >&2
+  fail "responses checks failed"
 }
 # logit_bias, the other per-token control, on the same server (tests/server/logit_bias.mjs).
 node "$src/tests/server/logit_bias.mjs" "$cache" "$qwen_url" || {
