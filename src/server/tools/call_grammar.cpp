@@ -1,5 +1,6 @@
 #include "server/tools/call_grammar.h"
 
+#include <algorithm>
 #include <map>
 
 #include "constraints/json_schema_compiler.h"
@@ -20,12 +21,20 @@ c::JsonSchemaOptions json_options() {
   return o;
 }
 
-// Free text that cannot run into the closing markup: no '<' (Qwen3-Coder values, Gemma strings).
-c::ExprPtr free_text() {
-  c::ByteSet not_lt;
-  not_lt.set();
-  not_lt.reset('<');
-  return c::repeat(c::byte_set(not_lt), 0, c::Expr::kUnbounded);
+// A string parameter written raw (Qwen3-Coder values, Gemma 4 strings): characters other than
+// '<', so it cannot run into the closing markup, between the schema's minLength and maxLength.
+c::ExprPtr free_text(const Json& schema) {
+  auto bound = [&](const char* key, uint32_t dflt) {
+    auto v = schema.find(key);
+    if (v == schema.end()) return dflt;
+    if (!v->is_number_unsigned() && !(v->is_number_integer() && v->get<int64_t>() >= 0))
+      throw Error(std::string("json schema: ") + key + " must be a non-negative integer");
+    return static_cast<uint32_t>(std::min<uint64_t>(v->get<uint64_t>(), 1u << 20));
+  };
+  const uint32_t lo = bound("minLength", 0), hi = bound("maxLength", c::Expr::kUnbounded);
+  if (lo > hi) throw Error("json schema: minLength is above maxLength");
+  const c::ExprPtr ch = c::codepoints(c::CodepointSet::all_scalar_values().minus(c::CodepointSet::single('<')));
+  return c::repeat(ch, lo, hi);
 }
 
 const Json& properties_of(const Json& schema) {
@@ -110,7 +119,7 @@ class CallGrammar {
       for (const auto& v : *e)
         if (v.is_string()) alts.push_back(c::literal(v.get<std::string>()));
     if (auto k = s.find("const"); k != s.end() && k->is_string()) alts.push_back(c::literal(k->get<std::string>()));
-    return alts.empty() ? free_text() : c::alt(std::move(alts));
+    return alts.empty() ? free_text(s) : c::alt(std::move(alts));
   }
 
   // Gemma 4's notation: {k:v,...} with bare keys, <|"|>-quoted strings, [v,...] arrays;
@@ -127,7 +136,7 @@ class CallGrammar {
         if (v.is_string()) alts.push_back(c::literal("<|\"|>" + v.get<std::string>() + "<|\"|>"));
       return c::alt(std::move(alts));
     }
-    if (type == "string") return c::seq({c::literal("<|\"|>"), free_text(), c::literal("<|\"|>")});
+    if (type == "string") return c::seq({c::literal("<|\"|>"), free_text(s), c::literal("<|\"|>")});
     if (type == "object") return gemma_object(root, s, path, depth);
     if (type == "array") {
       auto items = s.find("items");
