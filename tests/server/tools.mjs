@@ -46,7 +46,7 @@ const calls = (m) => (m.tool_calls ?? []).map((c) => ({ name: c.function.name, a
 const same = (x, y) => JSON.stringify(x) === JSON.stringify(y);
 
 const ask = (extra) => ({
-  model: "default", max_tokens: 200, temperature: 0, tools,
+  model: "default", max_tokens: 160, temperature: 0, tools,
   messages: [{ role: "user", content: "What is the weather in Paris, and what is 2 + 3?" }], ...extra });
 const say = async (client, body) => (await client.chat.completions.create(body)).choices[0];
 
@@ -92,10 +92,10 @@ check(reqStream.content === null && reqStream.finish === "tool_calls", `required
 // 2. required with parallel calls allowed: the grammar admits more calls after each one (this
 // small model keeps calling until max_tokens); every complete call is valid, and the stream
 // assembles to the same calls and content. A named function: exactly one call of it.
-const par = await say(qwen, ask({ tool_choice: "required" }));
+const par = await say(qwen, ask({ tool_choice: "required", max_tokens: 100 }));
 check((par.message.tool_calls ?? []).length >= 1, `parallel: ${JSON.stringify(par.message)}`);
 (par.message.tool_calls ?? []).forEach((c, i) => valid(c, `parallel call ${i}`));
-const parStream = await stream(qwen, ask({ tool_choice: "required" }));
+const parStream = await stream(qwen, ask({ tool_choice: "required", max_tokens: 100 }));
 check(same(parStream.calls, calls(par.message)) && parStream.content === par.message.content && parStream.finish === par.finish_reason,
       `parallel: stream ${JSON.stringify(parStream)} vs ${JSON.stringify(par)}`);
 const named = await say(qwen, ask({ tool_choice: { type: "function", function: { name: "add" } } }));
@@ -124,9 +124,9 @@ const broken = 'Trying. <tool_call>{"name": "get_weather", "arguments": oops}</t
 const bad = await say(qwen, ask({ response_format: { type: "grammar", grammar: `root ::= ${JSON.stringify(broken)}` } }));
 check(bad.message.content === broken && !bad.message.tool_calls && bad.finish_reason === "stop", `malformed call: ${JSON.stringify(bad)}`);
 // Unforced, the code model writes text: no calls, and streaming gives the same content.
-const plain = await say(qwen, ask({}));
+const plain = await say(qwen, ask({ max_tokens: 40 }));
 check(typeof plain.message.content === "string" && !plain.message.tool_calls, `auto plain: ${JSON.stringify(plain.message)}`);
-const plainStream = await stream(qwen, ask({}));
+const plainStream = await stream(qwen, ask({ max_tokens: 40 }));
 check((plainStream.content ?? "") === plain.message.content && plainStream.calls.length === 0, "auto plain: stream differs");
 // "none": the same prompt (tools rendered), but the text is never parsed.
 const none = await say(qwen, ask({ tool_choice: "none", response_format: { type: "grammar", grammar: gbnf } }));
