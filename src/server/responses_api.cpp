@@ -202,7 +202,8 @@ class ResponseBuilder {
     if (!chat_usage.is_object()) return nullptr;
     const int64_t in = chat_usage.value("prompt_tokens", 0), out = chat_usage.value("completion_tokens", 0);
     return {{"input_tokens", in},
-            {"input_tokens_details", {{"cached_tokens", chat_usage["prompt_tokens_details"].value("cached_tokens", 0)}}},
+            {"input_tokens_details",
+             {{"cached_tokens", chat_usage.value("prompt_tokens_details", json::object()).value("cached_tokens", 0)}}},
             {"output_tokens", out},
             {"output_tokens_details", {{"reasoning_tokens", 0}}},
             {"total_tokens", in + out}};
