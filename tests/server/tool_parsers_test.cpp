@@ -97,6 +97,15 @@ TEST(HermesParser, MalformedCallsStayContent) {
             "<tool_call>oops</tool_call>", {{"g", "{}"}}});
 }
 
+TEST(HermesParser, DeepNestingIsText) {
+  HermesParser p;
+  const std::string deep = "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": " + std::string(5000, '[') +
+                           std::string(5000, ']') + "}}</tool_call>";
+  const ToolOutput out = parse_tool_output(p, deep, true);
+  EXPECT_TRUE(out.calls.empty());
+  EXPECT_EQ(out.content, deep);
+}
+
 TEST(HermesParser, ParallelOffKeepsTheFirstCall) {
   HermesParser p;
   check(p, {R"(<tool_call>{"name": "a"}</tool_call><tool_call>{"name": "b"}</tool_call>)", "", {{"a", "{}"}}},

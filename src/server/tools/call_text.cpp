@@ -35,7 +35,35 @@ size_t json_container_end(std::string_view text, size_t from) {
   return std::string_view::npos;
 }
 
+namespace {
+
+// Deeper nesting than any tool schema needs; copying or dumping a value recurses per level, so
+// text from a client or a model must not nest without bound.
+constexpr int kMaxDepth = 64;
+
+bool too_deep(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxDepth) return true;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 std::optional<Json> parse_json(std::string_view text) {
+  if (too_deep(text)) return std::nullopt;
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return std::nullopt;
   return j;

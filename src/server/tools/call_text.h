@@ -21,7 +21,8 @@ size_t partial_marker_tail(std::string_view text, std::string_view marker);
 // brackets inside strings do not count.
 size_t json_container_end(std::string_view text, size_t from);
 
-// The JSON value of `text` (surrounding whitespace allowed), or nullopt when it is not JSON.
+// The JSON value of `text` (surrounding whitespace allowed), or nullopt when it is not JSON or
+// nests deeper than 64 levels.
 std::optional<Json> parse_json(std::string_view text);
 
 // A call from a parsed object holding the name under "name" and the arguments under `args_key`
