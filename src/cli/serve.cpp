@@ -91,9 +91,14 @@ int run_serve(ServeFlags& f) {
   ctx.context_tokens = engine.context_tokens();  // the rule the engine checks requests with
   if (b.tokenizer) ctx.max_prompt_bytes = server::prompt_byte_limit(*b.tokenizer, ctx.context_tokens);
   ctx.vocab_size = b.model->config().vocab_size;
+  if (b.tokenizer) {
+    ctx.tool_family = server::tools::tool_family(b.tokenizer->chat_template());
+    ctx.tool_marker_ids = server::tools::special_marker_ids(ctx.tool_family, *b.tokenizer);
+  }
   // response_format: the constraint vocabulary is built once for the model, on first use.
   if (b.tokenizer)
-    ctx.constraints = std::make_shared<server::ConstraintCache>(*b.tokenizer, ctx.eos_ids, ctx.vocab_size);
+    ctx.constraints = std::make_shared<server::ConstraintCache>(*b.tokenizer, ctx.eos_ids, ctx.vocab_size, 64,
+                                                                ctx.tool_marker_ids);
   f.server.default_spec = f.spec.spec;
   f.server.default_draft_width = f.spec.draft_width;
   ctx.config = f.server;

@@ -26,7 +26,7 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
       prompt_len_(history_.size()),
       hidden_drafter_(options_.drafter && options_.drafter->needs_hidden()),
       backend_chooses_(options_.top_logprobs < 0 && !options_.constraint &&
-                       backend_sampling_enabled()),
+                       !options_.sampling.has_logit_bias() && backend_sampling_enabled()),
       t0_(std::chrono::steady_clock::now()) {
   if (options_.max_tokens < 0) fail("max tokens must be >= 0, got ", options_.max_tokens);
   if (!options_.stop.empty()) {

@@ -19,6 +19,12 @@ void SamplingParams::validate() const {
     fail("presence_penalty must be in [-2, 2], got ", presence_penalty);
   if (!(std::fabs(frequency_penalty) <= 2.0f))
     fail("frequency_penalty must be in [-2, 2], got ", frequency_penalty);
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const auto& [id, bias] = logit_bias[i];
+    if (id < 0) fail("logit_bias: token id ", id, " is negative");
+    if (i > 0 && id <= logit_bias[i - 1].first) fail("logit_bias: ids must be ascending and unique");
+    if (!(std::fabs(bias) <= 100.0f)) fail("logit_bias: the bias of token ", id, " must be in [-100, 100], got ", bias);
+  }
 }
 
 kernels::TokenRule Sampler::rule(const TokenHistory& history, int64_t position, int64_t V,
@@ -60,6 +66,14 @@ kernels::TokenRule Sampler::rule(const TokenHistory& history, int64_t position, 
 
 int32_t Sampler::choose(std::span<const float> logits, const TokenHistory& history,
                         int64_t position) {
+  if (params_.has_logit_bias()) {
+    // Before penalties and temperature, as OpenAI and vLLM apply it; after a constraint's mask
+    // (-inf stays -inf), since the masked row is what reaches here.
+    biased_.assign(logits.begin(), logits.end());
+    for (const auto& [id, bias] : params_.logit_bias)
+      if (static_cast<size_t>(id) < biased_.size()) biased_[static_cast<size_t>(id)] += bias;
+    logits = biased_;
+  }
   const kernels::TokenRule r =
       rule(history, position, static_cast<int64_t>(logits.size()), adjust_);
   return kernels::choose_token(logits, r, scratch_);

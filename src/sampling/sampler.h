@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "constraints/token_mask.h"
@@ -25,8 +26,14 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // over prompt and output (Hugging Face semantics)
   float presence_penalty = 0.0f;    // over output tokens (OpenAI semantics)
   float frequency_penalty = 0.0f;   // over output tokens
+  // Added to the logits of these ids before anything else sees them (OpenAI's logit_bias):
+  // ascending unique ids, each bias in [-100, 100]. A row with a bias is chosen on the host by
+  // choose() (the backend's rule() carries none; the decoder routes such rows to the host), so
+  // the choice is the same function of the logits in every batch and speculative mode.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   bool greedy() const { return temperature <= 0.0f; }
+  bool has_logit_bias() const { return !logit_bias.empty(); }
   bool has_penalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }
@@ -46,7 +53,7 @@ class Sampler {
   explicit Sampler(SamplingParams params) : params_(params) { params_.validate(); }
   const SamplingParams& params() const { return params_; }
 
-  // The token at absolute position `position` (== history.tokens.size()).
+  // The token at absolute position `position` (== history.tokens.size()); logit_bias applies.
   int32_t choose(std::span<const float> logits, const TokenHistory& history, int64_t position);
 
   // The same choice among the tokens `allowed` permits (a constraint's mask at this position).
@@ -58,7 +65,8 @@ class Sampler {
                  const constraints::TokenMask& allowed);
 
   // The same choice as a rule a backend applies on its own copy of the logits
-  // (Backend::choose_tokens): kernels::choose_token(logits, rule(...)) is choose(). `adjust`
+  // (Backend::choose_tokens): kernels::choose_token(logits, rule(...)) is choose() for params
+  // without logit_bias (which the rule does not carry). `adjust`
   // receives the penalties' sparse list, which the rule points into: keep it alive and unchanged
   // while the rule is used. V: the vocabulary (the logits row's length).
   kernels::TokenRule rule(const TokenHistory& history, int64_t position, int64_t V,
@@ -69,6 +77,7 @@ class Sampler {
   std::vector<kernels::TokenAdjust> adjust_;
   kernels::ChoiceScratch scratch_;
   std::vector<float> masked_;  // the masked copy of a row
+  std::vector<float> biased_;  // the logit_bias copy of a row
 };
 
 // Uniform (0, 1) from a counter-based hash of (seed, position, id): no sequential state.

@@ -22,6 +22,7 @@ struct Running {
   int64_t forward_index = -1;  // its item in the current step's forward, or -1
   bool errored = false;        // its finish event (an error) has been sent
   bool prompt_cached = false;  // a fork of its state at the end of the prompt is in the cache
+  int64_t cached_tokens = 0;   // prompt tokens reused from the prefix cache at admission
 };
 
 int64_t blocks_for(const KvPool& pool, int64_t tokens) {
@@ -109,8 +110,9 @@ void Engine::loop() {
   int64_t reserved = 0;
 
   auto finish = [&](RequestStream& stream, const GenerateResult& r, const std::string& reason,
-                    const std::string& error = "") {
+                    const std::string& error = "", int64_t cached_tokens = 0) {
     StreamEvent e;
+    e.cached_tokens = cached_tokens;
     e.kind = StreamEvent::Kind::Finish;
     e.finish_reason = reason;
     e.error = error;
@@ -146,6 +148,7 @@ void Engine::loop() {
       if (!hidden && cache.size() > 0) state = cache.lookup(r.prompt);
       if (state) {
         const int64_t reused = state->length;
+        run.cached_tokens = reused;
         queue_.update([&](EngineMetrics& m) {
           ++m.prefix_cache_hits;
           m.prefix_tokens_reused += static_cast<uint64_t>(reused);
@@ -270,7 +273,7 @@ void Engine::loop() {
         queue_.update([](EngineMetrics& m) { ++m.requests_finished; });
       } else if (cancelled) {
         queue_.update([](EngineMetrics& m) { ++m.requests_cancelled; });
-        finish(*it->stream, res, "cancelled");
+        finish(*it->stream, res, "cancelled", "", it->cached_tokens);
       } else {
         queue_.update([&](EngineMetrics& m) {
           ++m.requests_finished;
@@ -278,7 +281,7 @@ void Engine::loop() {
           m.drafted += static_cast<uint64_t>(res.spec.drafted);
           m.accepted += static_cast<uint64_t>(res.spec.accepted);
         });
-        finish(*it->stream, res, res.finish_reason);
+        finish(*it->stream, res, res.finish_reason, "", it->cached_tokens);
         if (!(it->drafter && it->drafter->needs_hidden())) {
           const auto& h = it->decoder->history();
           auto state = it->decoder->take_state();

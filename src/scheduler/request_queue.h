@@ -36,6 +36,7 @@ struct StreamEvent {
   std::string finish_reason;            // stop | length | cancelled | error
   std::string error;                    // for finish_reason "error"
   size_t text_limit = std::string::npos;  // text length before a matched stop string
+  int64_t cached_tokens = 0;            // prompt tokens whose KV came from the prefix cache
   GenerateStats stats;
   SpecStats spec;
 };

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/request_parse.h"
+#include "server/tool_request.h"
 
 namespace lockstep::server {
 
@@ -43,9 +44,11 @@ std::string render_chat_prompt(const Body& body, const ServingContext& ctx) {
     if (!m.is_object()) bad_field(at, "expected an object, got " + json_kind(m), "invalid_type");
     if (!m.contains("role") || !m["role"].is_string())
       bad_field(at + ".role", "required string", "invalid_type");
-    Body msg = m;  // keep every field (name, tool_calls, ...) in the client's key order
-    if (m.contains("content")) {
-      msg["content"] = normalize_content(m["content"], i);
+    // Every field kept (name, tool_calls, ...) in the client's key order; tool calls checked and
+    // their arguments given to the template as objects.
+    Body msg = template_message(m, i);
+    if (msg.contains("content")) {
+      msg["content"] = normalize_content(msg["content"], i);
     } else if (m["role"] != "assistant") {
       bad_field(at + ".content", "required", "missing_required_parameter");
     }
@@ -59,7 +62,7 @@ std::string render_chat_prompt(const Body& body, const ServingContext& ctx) {
       bad_field("chat_template_kwargs", "expected an object, got " + json_kind(kw), "invalid_type");
     for (auto it = kw.begin(); it != kw.end(); ++it) vars[it.key()] = it.value();
   }
-  if (has(body, "tools")) vars["tools"] = body.at("tools");
+  if (auto tools = parse_tool_request(body)) vars["tools"] = tools->declared;
   vars["add_generation_prompt"] = true;
   try {
     return ctx.chat_template->render(messages, vars);

@@ -16,8 +16,10 @@ namespace lockstep::server {
 
 class ChoiceText {
  public:
-  // tokenizer may be null (id-only model): the text is then empty.
-  ChoiceText(const Tokenizer* tokenizer, std::vector<std::string> stops);
+  // tokenizer may be null (id-only model): the text is then empty. `shown`: special tokens whose
+  // text is kept (tool-call markers such as [TOOL_CALLS], which the tool parser must see); every
+  // other special token is skipped, as generate does.
+  ChoiceText(const Tokenizer* tokenizer, std::vector<std::string> stops, std::vector<int32_t> shown = {});
 
   // Text that became safe to send with this token (often empty).
   std::string push(int32_t id);
@@ -29,9 +31,14 @@ class ChoiceText {
 
  private:
   size_t safe_end() const;
+  bool shown(int32_t id) const;
+  // decode(tokens, skip special) with the shown tokens' text in place, cut where the text
+  // without them reaches text_limit (the engine's stop-string cut is in that text).
+  std::string final_text(size_t text_limit) const;
 
   const Tokenizer* tokenizer_;
   std::vector<std::string> stops_;
+  std::vector<int32_t> shown_;
   std::unique_ptr<StreamDecoder> decoder_;
   std::vector<int32_t> tokens_;
   std::string decoded_;  // concatenated decoder output

@@ -1,10 +1,13 @@
 #include "server/generation.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/choice_text.h"
 #include "server/reasoning.h"
 #include "server/response_format.h"
+#include "server/tools/tool_family.h"
 
 namespace lockstep::server {
 
@@ -35,7 +38,7 @@ class WholeResponse : public PendingResponse {
   WholeResponse(const ParsedRequest& p, const ServingContext& ctx, HttpStats& stats)
       : parsed_(p), ctx_(ctx), stats_(stats), streams_(submit_choices(p, *ctx.engine)),
         choices_(streams_.size()), finished_(streams_.size(), false) {
-    for (size_t i = 0; i < streams_.size(); ++i) texts_.emplace_back(ctx.tokenizer, p.request.options.stop);
+    for (size_t i = 0; i < streams_.size(); ++i) texts_.emplace_back(ctx.tokenizer, p.request.options.stop, p.shown_ids);
   }
 
   bool streaming() const override { return false; }
@@ -63,6 +66,8 @@ class WholeResponse : public PendingResponse {
                                           "server_error", "cancelled"));
         }
         texts_[i].finish(ev.text_limit);
+        // With n > 1 choices, the prompt tokens every choice found cached.
+        cached_tokens_ = finished_count_ == 1 ? ev.cached_tokens : std::min(cached_tokens_, ev.cached_tokens);
         // Completions carry the text as is; chat splits off a leading reasoning block.
         const ReasoningParts parts = ReasoningSplitter::split(
             texts_[i].sent(), parsed_.endpoint == Endpoint::Chat ? parsed_.reasoning : ReasoningMode::kOff,
@@ -70,6 +75,12 @@ class WholeResponse : public PendingResponse {
         choices_[i].text = parts.content;
         choices_[i].reasoning = parts.reasoning;
         choices_[i].finish_reason = ev.finish_reason;
+        if (parsed_.tool_parser) {
+          tools::ToolOutput t = tools::parse_tool_output(*parsed_.tool_parser, parts.content, parsed_.parallel_tool_calls);
+          choices_[i].text = std::move(t.content);
+          for (auto& call : t.calls) choices_[i].tool_calls.push_back({tools::new_tool_call_id(ctx_.tool_family), std::move(call)});
+          if (!choices_[i].tool_calls.empty() && ev.finish_reason == "stop") choices_[i].finish_reason = "tool_calls";
+        }
         choices_[i].tokens = static_cast<int64_t>(texts_[i].tokens().size());
       }
     }
@@ -77,7 +88,7 @@ class WholeResponse : public PendingResponse {
     const ResponseHeader h = new_response_header(parsed_.endpoint, ctx_.model_name);
     head = HttpResponse{};
     out += to_text(full_response(h, choices_, parsed_.logprobs >= 0, ctx_.tokenizer,
-                                 static_cast<int64_t>(parsed_.request.prompt.size())));
+                                 static_cast<int64_t>(parsed_.request.prompt.size()), cached_tokens_));
     done_ = true;
     return true;
   }
@@ -107,6 +118,7 @@ class WholeResponse : public PendingResponse {
   std::vector<ChoiceResult> choices_;
   std::vector<bool> finished_;
   size_t finished_count_ = 0;
+  int64_t cached_tokens_ = 0;
   bool done_ = false;
 };
 

@@ -6,6 +6,10 @@
 #include "decode/speculative/drafters.h"
 #include "server/api_error.h"
 #include "server/structured_output.h"
+#include "server/tool_request.h"
+#include "server/tools/call_grammar.h"
+#include "server/constraint_cache.h"
+#include "core/error.h"
 
 namespace lockstep::server {
 
@@ -24,11 +28,39 @@ void reject_unsupported(const Body& body, Endpoint ep) {
     if (get_string(body, "suffix").value_or("") != "")
       bad_field("suffix", "suffix is not supported", "unsupported_parameter");
   }
-  if (has(body, "logit_bias")) {
-    const Body& lb = body.at("logit_bias");
-    if (!lb.is_object()) bad_field("logit_bias", "expected an object, got " + json_kind(lb), "invalid_type");
-    if (!lb.empty()) bad_field("logit_bias", "logit_bias is not supported", "unsupported_parameter");
+}
+
+// logit_bias: {"<token id>": bias in [-100, 100]} -> ascending (id, bias) pairs.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const Body& body, const ServingContext& ctx) {
+  std::vector<std::pair<int32_t, float>> out;
+  if (!has(body, "logit_bias")) return out;
+  const Body& lb = body.at("logit_bias");
+  if (!lb.is_object()) bad_field("logit_bias", "expected an object of token id -> bias, got " + json_kind(lb), "invalid_type");
+  for (auto it = lb.begin(); it != lb.end(); ++it) {
+    const std::string& key = it.key();
+    const std::string field = "logit_bias." + key;
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (key.empty() || key.find_first_not_of("0123456789") != std::string::npos || used != key.size() || id < 0 ||
+        id >= ctx.vocab_size)
+      bad_field(field, "keys are token ids in [0, " + std::to_string(ctx.vocab_size) + ")", "invalid_value");
+    if (!it.value().is_number())
+      bad_field(field, "expected a number, got " + json_kind(it.value()), "invalid_type");
+    const double bias = it.value().get<double>();
+    if (!(bias >= -100 && bias <= 100))
+      bad_field(field, "must be in [-100, 100], got " + it.value().dump(), "out_of_range");
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
   }
+  std::sort(out.begin(), out.end());
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i].first == out[i - 1].first)
+      bad_field("logit_bias", "token id " + std::to_string(out[i].first) + " appears twice", "invalid_value");
+  return out;
 }
 
 std::vector<int32_t> check_ids(const Body& list, const ServingContext& ctx) {
@@ -125,6 +157,7 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
   s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", -2, 2).value_or(0));
   s.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty", 0, 10).value_or(1));
   if (s.repetition_penalty <= 0) bad_field("repetition_penalty", "must be in (0, 10], got 0", "out_of_range");
+  s.logit_bias = parse_logit_bias(body, ctx);
   // No seed means seed 0, as `lockstep generate` without --seed: a request is reproducible.
   s.seed = static_cast<uint64_t>(get_int(body, "seed", std::numeric_limits<int64_t>::min(),
                                          std::numeric_limits<int64_t>::max()).value_or(0));
@@ -203,6 +236,39 @@ ParsedRequest parse_completion(const Body& body, const ServingContext& ctx) {
   return out;
 }
 
+namespace {
+
+// Tools: the parser for the served family, and under tool_choice "required" or a named function
+// the grammar of the family's call syntax over the tools' schemas.
+void parse_tools(const Body& body, const ServingContext& ctx, ParsedRequest& out) {
+  auto tr = parse_tool_request(body);
+  if (!tr || tr->choice == ToolRequest::Choice::kNone) return;  // "none": calls are never parsed
+  out.tool_parser = tools::make_tool_parser(ctx.tool_family, tr->tools);
+  out.parallel_tool_calls = tr->parallel;
+  out.shown_ids = ctx.tool_marker_ids;
+  if (tr->choice == ToolRequest::Choice::kAuto) return;
+  if (out.request.options.constraint)
+    bad_field("response_format", "cannot be combined with tool_choice \"required\" or a named function (the answer "
+                                 "is constrained to the call syntax)", "invalid_value");
+  if (!ctx.tokenizer || !ctx.constraints)
+    bad_field("tool_choice", "forced calls need the model's tokenizer.json", "no_tokenizer");
+  tools::ToolList chosen;
+  for (const auto& t : tr->tools)
+    if (tr->choice == ToolRequest::Choice::kRequired || t.name == tr->named) chosen.push_back(t);
+  const bool several = tr->choice == ToolRequest::Choice::kRequired && tr->parallel;
+  std::string key = std::string(tools::family_name(ctx.tool_family)) + (several ? "+" : "1");
+  for (const auto& t : chosen) key += "\n" + t.name + "\n" + t.parameters.dump();
+  const bool with_eos = !get_bool(body, "ignore_eos").value_or(false);
+  try {
+    out.request.options.constraint = ctx.constraints->get_built(
+        key, [&] { return tools::tool_call_grammar(ctx.tool_family, chosen, several); }, with_eos);
+  } catch (const Error& e) {
+    bad_field("tools", e.what(), "invalid_tool_schema");
+  }
+}
+
+}  // namespace
+
 ParsedRequest parse_chat(const Body& body, const ServingContext& ctx) {
   ParsedRequest out;
   out.endpoint = Endpoint::Chat;
@@ -212,6 +278,7 @@ ParsedRequest parse_chat(const Body& body, const ServingContext& ctx) {
   const std::string prompt = render_chat_prompt(body, ctx);
   out.request.prompt = encode_text(prompt, ctx, false, "messages");
   parse_common(body, ctx, out);
+  parse_tools(body, ctx, out);
   // A constrained answer is constrained from its first token, so it holds no reasoning block to
   // split off (docs/server.md, "Reasoning").
   if (!out.request.options.constraint) out.reasoning = reasoning_mode(prompt, ctx.tokenizer);

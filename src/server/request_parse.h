@@ -11,6 +11,7 @@
 #include "server/json_fields.h"
 #include "server/reasoning.h"
 #include "server/serving_context.h"
+#include "server/tools/tool_call.h"
 
 namespace lockstep::server {
 
@@ -24,6 +25,10 @@ struct ParsedRequest {
   bool include_usage = false;   // stream_options.include_usage
   int logprobs = -1;            // -1: none; else alternatives per token (top_logprobs)
   ReasoningMode reasoning = ReasoningMode::kOff;  // chat: split <think>...</think> off the text
+  // Chat with tools (tool_choice other than "none"): the content is parsed for calls.
+  std::shared_ptr<const tools::ToolCallParser> tool_parser;
+  bool parallel_tool_calls = true;
+  std::vector<int32_t> shown_ids;  // special tokens kept in the text (the family's markers)
 };
 
 ParsedRequest parse_completion(const Body& body, const ServingContext& ctx);

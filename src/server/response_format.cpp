@@ -59,10 +59,11 @@ ResponseHeader new_response_header(Endpoint endpoint, const std::string& model) 
   return h;
 }
 
-json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+          {"total_tokens", prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
 }
 
 json logprobs_json(Endpoint endpoint, const Tokenizer* tok, std::span<const TokenLogprob> lps,
@@ -97,7 +98,7 @@ json logprobs_json(Endpoint endpoint, const Tokenizer* tok, std::span<const Toke
 }
 
 json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& choices,
-                   bool with_logprobs, const Tokenizer* tok, int64_t prompt_tokens) {
+                   bool with_logprobs, const Tokenizer* tok, int64_t prompt_tokens, int64_t cached_tokens) {
   json j = head(h, false);
   json list = json::array();
   int64_t completion = 0;
@@ -109,15 +110,25 @@ json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& cho
     if (h.endpoint == Endpoint::Completion) {
       choice["text"] = c.text;
     } else {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      // With calls and no text, content is null, as OpenAI sends it.
+      const bool no_content = !c.tool_calls.empty() && c.text.empty();
+      choice["message"] = {{"role", "assistant"}, {"content", no_content ? json(nullptr) : json(c.text)}};
       if (c.has_reasoning) choice["message"]["reasoning_content"] = c.reasoning;
+      if (!c.tool_calls.empty()) {
+        json calls = json::array();
+        for (const auto& k : c.tool_calls)
+          calls.push_back({{"id", k.id},
+                           {"type", "function"},
+                           {"function", {{"name", k.call.name}, {"arguments", k.call.arguments}}}});
+        choice["message"]["tool_calls"] = std::move(calls);
+      }
     }
     choice["logprobs"] = with_logprobs ? logprobs_json(h.endpoint, tok, c.logprobs, 0) : json(nullptr);
     choice["finish_reason"] = c.finish_reason;
     list.push_back(std::move(choice));
   }
   j["choices"] = std::move(list);
-  j["usage"] = usage_json(prompt_tokens, completion);
+  j["usage"] = usage_json(prompt_tokens, completion, cached_tokens);
   return j;
 }
 
@@ -143,10 +154,32 @@ json stream_chunk(const ResponseHeader& h, int index, const std::string& text,
   return j;
 }
 
-json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens) {
+std::vector<json> tool_call_chunks(const ResponseHeader& h, int index, int call_index, const IdentifiedCall& call,
+                                   bool include_usage) {
+  auto chunk = [&](json fragment) {
+    json j = head(h, true);
+    json choice;
+    choice["index"] = index;
+    choice["delta"] = {{"tool_calls", json::array({std::move(fragment)})}};
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = nullptr;
+    j["choices"] = json::array({std::move(choice)});
+    if (include_usage) j["usage"] = nullptr;
+    return j;
+  };
+  std::vector<json> out;
+  out.push_back(chunk({{"index", call_index},
+                       {"id", call.id},
+                       {"type", "function"},
+                       {"function", {{"name", call.call.name}, {"arguments", ""}}}}));
+  out.push_back(chunk({{"index", call_index}, {"function", {{"arguments", call.call.arguments}}}}));
+  return out;
+}
+
+json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   json j = head(h, true);
   j["choices"] = json::array();
-  j["usage"] = usage_json(prompt_tokens, completion_tokens);
+  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens);
   return j;
 }
 

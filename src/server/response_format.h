@@ -10,6 +10,7 @@
 
 #include "scheduler/request_queue.h"
 #include "server/request_parse.h"
+#include "server/tools/tool_call.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lockstep::server {
@@ -24,6 +25,12 @@ struct ResponseHeader {
 
 ResponseHeader new_response_header(Endpoint endpoint, const std::string& model);
 
+// A parsed tool call with the id the response gives it.
+struct IdentifiedCall {
+  std::string id;
+  tools::ToolCall call;
+};
+
 struct ChoiceResult {
   std::string text;       // chat: the content, after any reasoning block
   std::string reasoning;  // chat: the reasoning block's text (ReasoningSplitter)
@@ -31,9 +38,11 @@ struct ChoiceResult {
   std::string finish_reason;
   std::vector<TokenLogprob> logprobs;
   int64_t tokens = 0;
+  std::vector<IdentifiedCall> tool_calls;  // chat with tools: message.tool_calls (content null when empty)
 };
 
-nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
+nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
 
 // Logprobs of `lps` in the endpoint's format (completions: tokens / token_logprobs /
 // top_logprobs / text_offset starting at `text_offset`; chat: {"content": [...]}).
@@ -42,7 +51,7 @@ nlohmann::ordered_json logprobs_json(Endpoint endpoint, const Tokenizer* tokeniz
 
 nlohmann::ordered_json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& choices,
                              bool with_logprobs, const Tokenizer* tokenizer,
-                             int64_t prompt_tokens);
+                             int64_t prompt_tokens, int64_t cached_tokens);
 
 // One streaming chunk for choice `index`: text (or chat delta content; `reasoning`, when not
 // empty, as delta.reasoning_content), an optional finish
@@ -51,8 +60,14 @@ nlohmann::ordered_json full_response(const ResponseHeader& h, const std::vector<
 nlohmann::ordered_json stream_chunk(const ResponseHeader& h, int index, const std::string& text,
                             const std::string& reasoning, bool first, const std::string& finish_reason,
                             nlohmann::ordered_json logprobs, bool include_usage);
+// The chunks that stream one call of choice `index` as OpenAI does: the first names it
+// (tool_calls[{index, id, type, function: {name, arguments: ""}}]), the second carries
+// function.arguments; `call_index` is the call's place among the choice's calls.
+std::vector<nlohmann::ordered_json> tool_call_chunks(const ResponseHeader& h, int index, int call_index,
+                                                     const IdentifiedCall& call, bool include_usage);
 // The final usage chunk: "choices": [].
-nlohmann::ordered_json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens);
+nlohmann::ordered_json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens,
+                                   int64_t cached_tokens);
 
 // JSON text; invalid UTF-8 (a token that is half a character) becomes U+FFFD.
 std::string to_text(const nlohmann::ordered_json& j);

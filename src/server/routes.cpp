@@ -10,6 +10,7 @@
 #include "server/metrics_text.h"
 #include "server/request_parse.h"
 #include "server/response_format.h"
+#include "server/responses_api.h"
 
 namespace lockstep::server {
 
@@ -21,8 +22,8 @@ constexpr const char* kModelPrefix = "/v1/models/";
 
 // The methods each path answers; another method gets 405 with Allow (not 404: the path exists).
 const char* allowed_method(const std::string& path) {
-  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
-      path == "/detokenize")
+  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses" ||
+      path == "/tokenize" || path == "/detokenize")
     return "POST";
   if (path == "/v1/models" || path == "/health" || path == "/metrics") return "GET";
   if (path.rfind(kModelPrefix, 0) == 0 && path.size() > std::string(kModelPrefix).size()) return "GET";
@@ -141,6 +142,7 @@ Reply Routes::dispatch(const HttpRequest& req) const {
   const std::string& path = req.path;
   if (path == "/v1/completions") return generation(req, ctx_, stats_, Endpoint::Completion);
   if (path == "/v1/chat/completions") return generation(req, ctx_, stats_, Endpoint::Chat);
+  if (path == "/v1/responses") return responses_reply(parse_body(req.body), ctx_, stats_);
   if (path == "/tokenize") return {tokenize(req, ctx_), nullptr};
   if (path == "/detokenize") return {detokenize(req, ctx_), nullptr};
   if (path == "/v1/models")

@@ -11,6 +11,7 @@
 
 #include "chat/chat_template.h"
 #include "scheduler/engine.h"
+#include "server/tools/tool_family.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lockstep::server {
@@ -38,6 +39,10 @@ struct ServingContext {
   int64_t vocab_size = 0;
   // response_format constraints over this model's vocabulary; null without a tokenizer.
   std::shared_ptr<ConstraintCache> constraints;
+  // The tool-call syntax the chat template teaches (tools::tool_family) and its markers that are
+  // special tokens (kept in the text of answers to requests with tools).
+  tools::ToolFamily tool_family = tools::ToolFamily::kHermes;
+  std::vector<int32_t> tool_marker_ids;
   ServerConfig config;
 };
 

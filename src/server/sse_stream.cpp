@@ -1,5 +1,6 @@
 // Streaming responses (server-sent events). Each poll reads what the engine has emitted for every
 // choice, without waiting, and appends the chunks that makes sendable; the connection writes them.
+#include <algorithm>
 #include <chrono>
 
 #include "server/api_error.h"
@@ -7,6 +8,8 @@
 #include "server/generation.h"
 #include "server/reasoning.h"
 #include "server/response_format.h"
+#include "server/tools/tool_family.h"
+#include "server/tools/tool_stream.h"
 
 namespace lockstep::server {
 
@@ -18,9 +21,11 @@ class SseResponse : public PendingResponse {
       : parsed_(p), header_(new_response_header(p.endpoint, ctx.model_name)), ctx_(ctx), stats_(stats),
         streams_(submit_choices(p, *ctx.engine)), text_offset_(streams_.size(), 0),
         finished_(streams_.size(), false), open_(streams_.size()) {
+    calls_streamed_.assign(streams_.size(), 0);
     for (size_t i = 0; i < streams_.size(); ++i) {
-      texts_.emplace_back(ctx.tokenizer, p.request.options.stop);
+      texts_.emplace_back(ctx.tokenizer, p.request.options.stop, p.shown_ids);
       splitters_.emplace_back(p.reasoning);
+      if (p.tool_parser) tool_streams_.emplace_back(p.tool_parser, p.parallel_tool_calls);
     }
     ++stats_.open_streams;
   }
@@ -47,7 +52,7 @@ class SseResponse : public PendingResponse {
     if (open_ > 0) return false;
     if (parsed_.include_usage)
       out += sse_event(usage_chunk(header_, static_cast<int64_t>(parsed_.request.prompt.size()),
-                                   completion_tokens_));
+                                   completion_tokens_, cached_tokens_));
     out += "data: [DONE]\n\n";
     done_ = true;
     return true;
@@ -85,6 +90,7 @@ class SseResponse : public PendingResponse {
       }
       delta += texts_[i].finish(ev.text_limit);
       finish = ev.finish_reason;
+      cached_tokens_ = open_ + 1 == streams_.size() ? ev.cached_tokens : std::min(cached_tokens_, ev.cached_tokens);
     }
     // The text of this poll, split as the whole response's would be (ReasoningSplitter).
     ReasoningParts parts = splitters_[i].push(delta);
@@ -93,17 +99,46 @@ class SseResponse : public PendingResponse {
       parts.reasoning += rest.reasoning;
       parts.content += rest.content;
     }
-    const std::string& text = header_.endpoint == Endpoint::Chat ? parts.content : delta;
-    if (text.empty() && parts.reasoning.empty() && lps.empty() && finish.empty()) return;
+    std::string text = header_.endpoint == Endpoint::Chat ? parts.content : delta;
+    std::vector<tools::ToolCall> calls;
+    if (!tool_streams_.empty()) {
+      // Call markup never reaches delta.content: the stream holds it until it is a call or text.
+      tools::ToolCallStream& ts = tool_streams_[i];
+      tools::ToolCallStream::Delta d = ts.push(text);
+      if (!finish.empty()) {
+        tools::ToolCallStream::Delta rest = ts.finish();
+        d.content += rest.content;
+        for (auto& c : rest.calls) d.calls.push_back(std::move(c));
+      }
+      text = std::move(d.content);
+      calls = std::move(d.calls);
+      if (!finish.empty() && finish == "stop" && ts.calls_sent() > 0) finish = "tool_calls";
+    }
+    if (text.empty() && parts.reasoning.empty() && lps.empty() && finish.empty() && calls.empty()) return;
     nlohmann::ordered_json lp_json = nullptr;
     if (parsed_.logprobs >= 0) {
       lp_json = logprobs_json(header_.endpoint, ctx_.tokenizer, lps, text_offset_[i]);
       for (const auto& t : lp_json.value("tokens", nlohmann::ordered_json::array()))
         text_offset_[i] += t.get<std::string>().size();
     }
-    out += sse_event(stream_chunk(header_, static_cast<int>(i), text, parts.reasoning, false, finish,
-                                  std::move(lp_json),
-                                  parsed_.include_usage));
+    if (calls.empty()) {
+      out += sse_event(stream_chunk(header_, static_cast<int>(i), text, parts.reasoning, false, finish,
+                                    std::move(lp_json), parsed_.include_usage));
+      return;
+    }
+    // Text and logprobs first, then each call, then the finish reason on a chunk of its own.
+    if (!text.empty() || !parts.reasoning.empty() || !lp_json.is_null())
+      out += sse_event(stream_chunk(header_, static_cast<int>(i), text, parts.reasoning, false, "",
+                                    std::move(lp_json), parsed_.include_usage));
+    for (auto& c : calls) {
+      const IdentifiedCall call{tools::new_tool_call_id(ctx_.tool_family), std::move(c)};
+      for (const auto& chunk : tool_call_chunks(header_, static_cast<int>(i), calls_streamed_[i]++, call,
+                                                parsed_.include_usage))
+        out += sse_event(chunk);
+    }
+    if (!finish.empty())
+      out += sse_event(stream_chunk(header_, static_cast<int>(i), "", "", false, finish, nullptr,
+                                    parsed_.include_usage));
   }
 
   ParsedRequest parsed_;
@@ -113,10 +148,13 @@ class SseResponse : public PendingResponse {
   std::vector<std::shared_ptr<RequestStream>> streams_;
   std::vector<ChoiceText> texts_;
   std::vector<ReasoningSplitter> splitters_;  // chat: reasoning vs content (kOff passes all through)
+  std::vector<tools::ToolCallStream> tool_streams_;  // chat with tools: one per choice, else none
+  std::vector<int> calls_streamed_;                  // per choice: calls sent so far
   std::vector<size_t> text_offset_;  // completions logprobs: offset of the next token's text
   std::vector<bool> finished_;
   size_t open_;                      // choices not finished
   int64_t completion_tokens_ = 0;
+  int64_t cached_tokens_ = 0;  // the fewest prompt tokens any choice found in the prefix cache
   bool started_ = false, done_ = false;
 };
 
