@@ -93,11 +93,14 @@ std::shared_ptr<const constraints::Constraint> ConstraintCache::get(
 }
 
 std::shared_ptr<const constraints::Constraint> ConstraintCache::get_built(
-    const std::string& key, const std::function<constraints::Grammar()>& build, bool with_eos) {
+    const std::string& key, const std::function<constraints::Grammar()>& build, bool with_eos,
+    bool shown) {
   // 'b' keeps built grammars apart from specs (whose keys start with the kind's digit).
-  const std::string full = std::string("b") + (with_eos ? 'e' : 'n') + '\n' + key;
+  const std::string full =
+      std::string("b") + (with_eos ? 'e' : 'n') + (shown ? 's' : 'p') + '\n' + key;
   if (auto hit = lookup(full)) return hit;
-  return insert(full, constraints::Constraint::from_grammar(build(), shown_vocabulary(with_eos)));
+  return insert(full, constraints::Constraint::from_grammar(
+                          build(), shown ? shown_vocabulary(with_eos) : vocabulary(with_eos)));
 }
 
 size_t ConstraintCache::size() const {

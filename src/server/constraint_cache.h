@@ -33,11 +33,13 @@ class ConstraintCache {
   // on a compile error (the message names the place, see constraints/constraint.h).
   std::shared_ptr<const constraints::Constraint> get(const constraints::ConstraintSpec& spec,
                                                      bool with_eos);
-  // A grammar built by the server itself (a forced tool call's), cached under `key`, which must
-  // name everything the grammar depends on. `build` runs on a miss and may throw lockstep::Error.
+  // A grammar built by the server itself (a forced tool call's, a constraint after a reasoning
+  // block), cached under `key`, which must name everything the grammar depends on. `build` runs
+  // on a miss and may throw lockstep::Error. shown: over the vocabulary in which the tool-call
+  // markers' special tokens spell their text (else special tokens are never allowed, as get()).
   std::shared_ptr<const constraints::Constraint> get_built(const std::string& key,
                                                            const std::function<constraints::Grammar()>& build,
-                                                           bool with_eos);
+                                                           bool with_eos, bool shown = true);
 
   size_t size() const;       // compiled constraints held
   size_t compiles() const;   // compilations so far (cache misses), for tests

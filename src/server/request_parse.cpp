@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "constraints/reasoning_prefix.h"
 #include "decode/speculative/drafters.h"
 #include "server/api_error.h"
 #include "server/structured_output.h"
@@ -278,10 +279,23 @@ ParsedRequest parse_chat(const Body& body, const ServingContext& ctx) {
   const std::string prompt = render_chat_prompt(body, ctx);
   out.request.prompt = encode_text(prompt, ctx, false, "messages");
   parse_common(body, ctx, out);
+  const bool from_format = out.request.options.constraint != nullptr;
   parse_tools(body, ctx, out);
-  // A constrained answer is constrained from its first token, so it holds no reasoning block to
-  // split off (docs/server.md, "Reasoning").
-  if (!out.request.options.constraint) out.reasoning = reasoning_mode(prompt, ctx.tokenizer);
+  out.reasoning = reasoning_mode(prompt, ctx.tokenizer);
+  // A thinking model's answer: the constraint (response_format or a forced call) applies after
+  // the reasoning block, which stays free text and goes to reasoning_content (docs/server.md,
+  // "Reasoning").
+  if (out.request.options.constraint && out.reasoning != ReasoningMode::kOff) {
+    const auto inner = out.request.options.constraint;
+    const bool opened = out.reasoning == ReasoningMode::kOpened;
+    const auto start =
+        opened ? constraints::ReasoningStart::kOpened : constraints::ReasoningStart::kOptional;
+    const bool with_eos = !get_bool(body, "ignore_eos").value_or(false);
+    out.request.options.constraint = ctx.constraints->get_built(
+        std::string(opened ? "reasoning-opened\n" : "reasoning-optional\n") + inner->grammar().dump(),
+        [&] { return constraints::after_reasoning(inner->grammar(), start); }, with_eos,
+        /*shown=*/!from_format);
+  }
   return out;
 }
 

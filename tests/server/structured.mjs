@@ -134,10 +134,23 @@ for await (const chunk of await think.chat.completions.create({ ...tmsg, stream:
   sc += chunk.choices[0]?.delta?.content ?? "";
 }
 check(sr === wantReasoning && sc === wantContent, `streamed reasoning ${JSON.stringify(sr)} / content ${JSON.stringify(sc)}`);
-// With a constraint the answer is constrained from its first token: all content, no split.
-const tj = (await think.chat.completions.create(chat({ response_format: schemaFormat }))).choices[0];
-satisfies(tj.message.content, "thinking server json_schema");
-check(tj.message.reasoning_content === undefined, "reasoning_content beside a constraint");
+// With a constraint the reasoning block stays free text (reasoning_content) and the constraint
+// governs what follows "</think>": content satisfies the schema, or, when the block has not closed
+// within max_tokens, is empty. Streamed alike.
+const cmsg = chat({ response_format: schemaFormat, max_tokens: 160 });
+const tj = (await think.chat.completions.create(cmsg)).choices[0];
+check(typeof tj.message.reasoning_content === "string", `reasoning_content beside a constraint: ${JSON.stringify(tj.message)}`);
+if (tj.finish_reason === "stop") satisfies(tj.message.content, "thinking server json_schema after the block");
+else check(!tj.message.content, `content before the block closed: ${JSON.stringify(tj.message.content)}`);
+check(!(tj.message.content ?? "").includes("think>") && !(tj.message.reasoning_content ?? "").includes("</think>"),
+      `a think tag leaked: ${JSON.stringify(tj.message)}`);
+console.log(`thinking + json_schema: ${tj.finish_reason}, ${(tj.message.reasoning_content ?? "").length} reasoning chars, content ${JSON.stringify(tj.message.content)}`);
+let cr = "", cc = "";
+for await (const chunk of await think.chat.completions.create({ ...cmsg, stream: true })) {
+  cr += chunk.choices[0]?.delta?.reasoning_content ?? "";
+  cc += chunk.choices[0]?.delta?.content ?? "";
+}
+check(cr === tj.message.reasoning_content && cc === (tj.message.content ?? ""), "streamed constrained reasoning / content differ");
 
 for (const f of failures) console.log("FAIL:", f);
 console.log(`structured: ${failures.length} failures`);
