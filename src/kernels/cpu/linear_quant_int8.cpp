@@ -128,9 +128,7 @@ struct Call {
   const Int8Acts* a;
   const Weight* w;
   int64_t groups;     // per weight row
-  int64_t row_bytes;  // codes per weight row
-  int64_t unit;       // elements per unit
-  int64_t upl;        // units per tree leaf (> 1 when a group spans several units)
+  int64_t row_bytes;  // code bytes per weight row
 };
 
 template <int R, int C>
@@ -138,40 +136,51 @@ struct Acc {
   VI v[R][C];
 };
 
-// Leaf i of the chunk whose first element is k0 (element offset within a row): the unit sums of
-// each (row, column) of the tile, zero when the leaf lies past the row's end.
-template <int Bits, int R, int C>
-HWY_INLINE Acc<R, C> leaf(const Call& c, const uint8_t* w, const int8_t* const* x, int64_t k0,
-                          int64_t i) {
+// Elements summed by one int32 lane of a unit, and elements per unit.
+template <int Bits>
+constexpr int64_t kPerLane = Bits == 4 ? 8 : 4;
+template <int Bits>
+constexpr int64_t kUnit = kPerLane<Bits> * kN;
+
+// Offset of unit u's even elements in a row of Int8Acts::qnib (its odd ones are 64 further).
+HWY_INLINE uint64_t nibble_offset(uint64_t u) {
+  constexpr uint64_t kUnitsPerBlock = kNibbleBlock / kUnit<4>;  // 1 (AVX-512) or 2 (AVX2)
+  return u / kUnitsPerBlock * kNibbleBlock + u % kUnitsPerBlock * (kUnit<4> / 2);
+}
+
+// Leaf `leaf` of the chunk whose first unit is u0: the sums of its UPL units for each (row,
+// column) of the tile; zero when Full is false and the leaf lies past the row's end.
+template <int Bits, int UPL, bool Full, int R, int C>
+HWY_INLINE Acc<R, C> leaf(const Call& c, const uint8_t* w, const int8_t* const* x, uint64_t u0,
+                          uint64_t leaf) {
   Acc<R, C> out;
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < C; ++j) out.v[r][j] = hn::Zero(DI());
-  const int64_t K = c.w->cols;
-  int64_t k = k0 + i * c.upl * c.unit;
-  if (k >= K) return out;
+  const uint64_t u_first = u0 + leaf * UPL;
+  if (!Full && static_cast<int64_t>(u_first * kUnit<Bits>) >= c.w->cols) return out;
   const DB db;
-  for (int64_t u = 0; u < c.upl; ++u, k += c.unit) {
+  const hn::Repartition<int8_t, DI> ds;
+  for (int i = 0; i < UPL; ++i) {
+    const uint64_t u = u_first + i;
     if constexpr (Bits == 4) {
       VB lo[C], hi[C];
       const VB mask = hn::Set(db, uint8_t{15});
       for (int j = 0; j < C; ++j) {
-        const VB v = hn::LoadU(db, w + j * c.row_bytes + k / 2);
+        const VB v = hn::LoadU(db, w + j * c.row_bytes + u * (kUnit<4> / 2));
         lo[j] = hn::And(v, mask);
         hi[j] = hn::And(hn::ShiftRight<4>(v), mask);
       }
-      // This unit's even elements in the 4-bit order: superblock, then the half it falls in.
-      const int64_t at = k / kNibbleBlock * kNibbleBlock + k % kNibbleBlock / 2;
+      const uint64_t at = nibble_offset(u);
       for (int r = 0; r < R; ++r) {
-        const VB xlo = hn::BitCast(db, hn::LoadU(hn::Repartition<int8_t, DI>(), x[r] + at));
-        const VB xhi = hn::BitCast(
-            db, hn::LoadU(hn::Repartition<int8_t, DI>(), x[r] + at + kNibbleBlock / 2));
+        const VB xlo = hn::BitCast(db, hn::LoadU(ds, x[r] + at));
+        const VB xhi = hn::BitCast(db, hn::LoadU(ds, x[r] + at + kNibbleBlock / 2));
         for (int j = 0; j < C; ++j) out.v[r][j] = dot4_pair(out.v[r][j], lo[j], xlo, hi[j], xhi);
       }
     } else {
       VB q[C];
-      for (int j = 0; j < C; ++j) q[j] = hn::LoadU(db, w + j * c.row_bytes + k);
+      for (int j = 0; j < C; ++j) q[j] = hn::LoadU(db, w + j * c.row_bytes + u * kUnit<8>);
       for (int r = 0; r < R; ++r) {
-        const VB xv = hn::BitCast(db, hn::LoadU(hn::Repartition<int8_t, DI>(), x[r] + k));
+        const VB xv = hn::BitCast(db, hn::LoadU(ds, x[r] + u * kUnit<8>));
         for (int j = 0; j < C; ++j) out.v[r][j] = dot4_u8(out.v[r][j], q[j], xv);
       }
     }
@@ -179,22 +188,37 @@ HWY_INLINE Acc<R, C> leaf(const Call& c, const uint8_t* w, const int8_t* const* 
   return out;
 }
 
-// The 2^Level leaves from i on, adjacent lanes added pairwise Level times (lane order kept: the
-// first half of the result holds the pair sums of the left subtree, the second half the right's).
-template <int Level, int Bits, int R, int C>
-HWY_INLINE Acc<R, C> subtree(const Call& c, const uint8_t* w, const int8_t* const* x, int64_t k0,
-                             int64_t i) {
+// The 2^Level leaves from `first` on, adjacent lanes added pairwise Level times (lane order kept:
+// the first half of the result holds the pair sums of the left subtree, the second half the
+// right's).
+template <int Level, int Bits, int UPL, bool Full, int R, int C>
+HWY_INLINE Acc<R, C> subtree(const Call& c, const uint8_t* w, const int8_t* const* x, uint64_t u0,
+                             uint64_t first) {
   if constexpr (Level == 0) {
-    return leaf<Bits, R, C>(c, w, x, k0, i);
+    return leaf<Bits, UPL, Full, R, C>(c, w, x, u0, first);
   } else {
-    Acc<R, C> a = subtree<Level - 1, Bits, R, C>(c, w, x, k0, i);
-    const Acc<R, C> b = subtree<Level - 1, Bits, R, C>(c, w, x, k0, i + (int64_t{1} << (Level - 1)));
+    constexpr uint64_t kHalf = uint64_t{1} << (Level - 1);
+    Acc<R, C> a = subtree<Level - 1, Bits, UPL, Full, R, C>(c, w, x, u0, first);
+    const Acc<R, C> b = subtree<Level - 1, Bits, UPL, Full, R, C>(c, w, x, u0, first + kHalf);
     const DI di;
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < C; ++j)
         a.v[r][j] = hn::Add(hn::ConcatEven(di, b.v[r][j], a.v[r][j]),
                             hn::ConcatOdd(di, b.v[r][j], a.v[r][j]));
     return a;
+  }
+}
+
+// The 16 group sums of the chunk starting at unit u0, for each (row, column) of the tile.
+template <int Bits, int LPG, int UPL, bool Full, int R, int C>
+HWY_INLINE void chunk_sums(const Call& c, const uint8_t* w, const int8_t* const* x, uint64_t u0,
+                           VI (&isum)[R][C][kOut]) {
+  constexpr int kLevels = LPG >= 16 ? 4 : LPG >= 8 ? 3 : LPG >= 4 ? 2 : 1;
+  static_assert((1 << kLevels) == LPG, "lanes per group: a power of two");
+  for (int o = 0; o < kOut; ++o) {
+    const Acc<R, C> s = subtree<kLevels, Bits, UPL, Full, R, C>(c, w, x, u0, uint64_t{o} * LPG);
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j) isum[r][j][o] = s.v[r][j];
   }
 }
 
@@ -223,10 +247,8 @@ HWY_INLINE void load_group_values(DType t, const void* p, int64_t at, int64_t va
 }
 
 // y for R rows (m .. m+R-1) x C columns (n .. n+C-1); LPG = lanes per group in a unit's vector.
-template <int Bits, int LPG, int R, int C>
+template <int Bits, int LPG, int UPL, int R, int C>
 HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ldy) {
-  constexpr int kLevels = LPG >= 16 ? 4 : LPG >= 8 ? 3 : LPG >= 4 ? 2 : 1;
-  static_assert((1 << kLevels) == LPG, "lanes per group: a power of two");
   const DF df;
   const DI di;
   const Int8Acts& a = *c.a;
@@ -241,13 +263,13 @@ HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ld
       for (int o = 0; o < kOut; ++o) acc[r][j][o] = hn::Zero(df);
 
   for (int64_t g0 = 0; g0 < c.groups; g0 += kChunk) {
-    const int64_t k0 = g0 * G, valid = std::min<int64_t>(kChunk, c.groups - g0);
+    const int64_t valid = std::min<int64_t>(kChunk, c.groups - g0);
+    const uint64_t u0 = static_cast<uint64_t>(g0 * G / kUnit<Bits>);
     VI isum[R][C][kOut];
-    for (int o = 0; o < kOut; ++o) {
-      const Acc<R, C> s = subtree<kLevels, Bits, R, C>(c, w, x, k0, int64_t{o} * LPG);
-      for (int r = 0; r < R; ++r)
-        for (int j = 0; j < C; ++j) isum[r][j][o] = s.v[r][j];
-    }
+    if (valid == kChunk)
+      chunk_sums<Bits, LPG, UPL, true>(c, w, x, u0, isum);
+    else
+      chunk_sums<Bits, LPG, UPL, false>(c, w, x, u0, isum);
     VF sv[C][kOut], bv[C][kOut];
     for (int j = 0; j < C; ++j) {
       const int64_t at = (n + j) * c.groups + g0;
@@ -282,51 +304,48 @@ constexpr int kGemvCols = kN >= 16 ? 4 : 2;
 constexpr int kRows = 2;
 constexpr int kCols = kN >= 16 ? 2 : 1;
 
-template <int Bits, int LPG, int R, int C>
+template <int Bits, int LPG, int UPL, int R, int C>
 void rows_block(const Call& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y) {
   const int64_t N = c.w->rows;
   int64_t m = m0;
   for (; m + R <= m1; m += R) {
     int64_t n = n0;
-    for (; n + C <= n1; n += C) tile<Bits, LPG, R, C>(c, m, n, y + m * N + n, N);
-    for (; n < n1; ++n) tile<Bits, LPG, R, 1>(c, m, n, y + m * N + n, N);
+    for (; n + C <= n1; n += C) tile<Bits, LPG, UPL, R, C>(c, m, n, y + m * N + n, N);
+    for (; n < n1; ++n) tile<Bits, LPG, UPL, R, 1>(c, m, n, y + m * N + n, N);
   }
   for (; m < m1; ++m) {
     int64_t n = n0;
-    for (; n + C <= n1; n += C) tile<Bits, LPG, 1, C>(c, m, n, y + m * N + n, N);
-    for (; n < n1; ++n) tile<Bits, LPG, 1, 1>(c, m, n, y + m * N + n, N);
+    for (; n + C <= n1; n += C) tile<Bits, LPG, UPL, 1, C>(c, m, n, y + m * N + n, N);
+    for (; n < n1; ++n) tile<Bits, LPG, UPL, 1, 1>(c, m, n, y + m * N + n, N);
   }
 }
 
-template <int Bits, int LPG>
+template <int Bits, int LPG, int UPL>
 void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
   const int64_t M = c.a->M;
-  if (M == 1) return rows_block<Bits, LPG, 1, kGemvCols>(c, 0, 1, n0, n1, y);
+  if (M == 1) return rows_block<Bits, LPG, UPL, 1, kGemvCols>(c, 0, 1, n0, n1, y);
   constexpr int64_t kColBlock = 64;  // the block's codes stay in L2 while every row tile passes
   for (int64_t nb = n0; nb < n1; nb += kColBlock)
-    rows_block<Bits, LPG, kRows, kCols>(c, 0, M, nb, std::min(n1, nb + kColBlock), y);
+    rows_block<Bits, LPG, UPL, kRows, kCols>(c, 0, M, nb, std::min(n1, nb + kColBlock), y);
 }
 
+// The tree's shape for group size G: lanes per group in one unit's vector (LPG) and units per
+// leaf (UPL, > 1 once a group spans several units). False for group sizes it does not cover.
 template <int Bits>
 bool int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
-  constexpr int64_t kPerLane = Bits == 4 ? 8 : 4;  // elements a unit's lane sums
-  const int64_t lpg = std::min<int64_t>(kN, c.w->group_size / kPerLane);
-  switch (lpg) {
+  switch (c.w->group_size / kPerLane<Bits>) {  // lanes a group fills
     case 2:
-      int8_cols<Bits, 2>(c, n0, n1, y);
-      return true;
+      return int8_cols<Bits, 2, 1>(c, n0, n1, y), true;
     case 4:
-      int8_cols<Bits, 4>(c, n0, n1, y);
-      return true;
+      return int8_cols<Bits, 4, 1>(c, n0, n1, y), true;
     case 8:
-      int8_cols<Bits, 8>(c, n0, n1, y);
-      return true;
+      return int8_cols<Bits, 8, 1>(c, n0, n1, y), true;
     case 16:
-      if constexpr (kN >= 16) {
-        int8_cols<Bits, 16>(c, n0, n1, y);
-        return true;
-      }
-      return false;
+      return int8_cols<Bits, std::min(kN, 16), 16 / std::min(kN, 16)>(c, n0, n1, y), true;
+    case 32:
+      return int8_cols<Bits, kN, 32 / kN>(c, n0, n1, y), true;
+    case 64:
+      return int8_cols<Bits, kN, 64 / kN>(c, n0, n1, y), true;
     default:
       return false;
   }
@@ -340,8 +359,7 @@ void Int8LinearCols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, 
   const int64_t unit = (w.bits == 4 ? 8 : 4) * int64_t{kN};
   const bool shape = w.bits == 4 ? K % kNibbleBlock == 0 && !a.qnib.empty() : K % unit == 0;
   if (pow2 && shape && a.block == G) {
-    const int64_t lanes = G / (w.bits == 4 ? 8 : 4);
-    const Call c{&a, &w, K / G, K * w.bits / 8, unit, lanes > kN ? G / unit : 1};
+    const Call c{&a, &w, K / G, K * w.bits / 8};
     if (w.bits == 4 ? int8_cols<4>(c, n0, n1, y) : int8_cols<8>(c, n0, n1, y)) return;
   }
 #endif
