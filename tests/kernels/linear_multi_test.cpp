@@ -1,7 +1,7 @@
 // linear_multi (ops.h): several weights against the same x in one pool call. Every output must
-// be bitwise what a separate linear() call gives, for float and quantized weights, mixed groups,
-// biases, M = 1..17 rows, 1 and 2 threads and every compiled SIMD target; likewise linear_grouped
-// (one input per product).
+// be bitwise what a separate linear() call gives, for float and quantized weights (both quant-dot
+// modes), mixed groups, biases, M = 1..17 rows, 1 and 2 threads and every compiled SIMD target;
+// likewise linear_grouped (one input per product).
 #include <gtest/gtest.h>
 
 #include <string_view>
@@ -44,9 +44,12 @@ Owned quant_weight(int bits, int64_t group, int64_t N, int64_t K, uint32_t seed,
   return o;
 }
 
-// Runs the group both ways and compares every output bit.
+// Runs the group both ways and compares every output bit, in both quant-dot modes.
 void check(const std::vector<const Owned*>& ws, int64_t K, std::string_view what) {
+  const QuantDot before = quant_dot();
+  for (QuantDot mode : {QuantDot::Float, QuantDot::Int8})
   for (int threads : {1, 2}) {
+    set_quant_dot(mode);
     ThreadPool pool(threads);
     for (int64_t M = 1; M <= 17; ++M) {
       const auto x = test::random_floats(M * K, static_cast<uint32_t>(100 + M));
@@ -63,9 +66,11 @@ void check(const std::vector<const Owned*>& ws, int64_t K, std::string_view what
       linear_multi(x.data(), M, outs, pool);
       for (size_t i = 0; i < ws.size(); ++i)
         ASSERT_TRUE(test::same_bits(sep[i].data(), multi[i].data(), sep[i].size()))
-            << what << ": weight " << i << " M=" << M << " threads=" << threads;
+            << what << ": weight " << i << " M=" << M << " threads=" << threads << " quant dot "
+            << quant_dot_name(mode);
     }
   }
+  set_quant_dot(before);
 }
 
 void check_all_targets(const std::vector<const Owned*>& ws, int64_t K, std::string_view what) {
@@ -112,7 +117,10 @@ TEST(LinearMulti, OneWeightAndFastNumerics) {
 // routed to each, some of them none), float and quantized, K differing between jobs (gate/up vs
 // down). Every output bitwise equal to a separate linear() call, threads 1..3, every target.
 void check_grouped(const std::vector<const Owned*>& ws, std::string_view what) {
+  const QuantDot before = quant_dot();
+  for (QuantDot mode : {QuantDot::Float, QuantDot::Int8})
   for (int threads : {1, 2, 3}) {
+    set_quant_dot(mode);
     ThreadPool pool(threads);
     for (int shift = 0; shift < 4; ++shift) {
       std::vector<std::vector<float>> xs(ws.size()), sep(ws.size()), grouped(ws.size());
@@ -131,9 +139,11 @@ void check_grouped(const std::vector<const Owned*>& ws, std::string_view what) {
       linear_grouped(jobs, pool);
       for (size_t i = 0; i < ws.size(); ++i)
         ASSERT_TRUE(test::same_bits(sep[i].data(), grouped[i].data(), sep[i].size()))
-            << what << ": job " << i << " threads=" << threads << " shift=" << shift;
+            << what << ": job " << i << " threads=" << threads << " shift=" << shift
+            << " quant dot " << quant_dot_name(mode);
     }
   }
+  set_quant_dot(before);
 }
 
 TEST(LinearGrouped, ExpertJobsMatchSeparateCalls) {

@@ -259,7 +259,7 @@ namespace lockstep::kernels {
 HWY_EXPORT(QuantLinearCols);
 
 namespace {
-std::atomic<QuantDot> g_quant_dot{QuantDot::Float};
+std::atomic<QuantDot> g_quant_dot{kDefaultQuantDot};
 
 void quant_permute_x(const float* x, int64_t M, int64_t K, std::vector<float>& xperm) {
   xperm.resize(static_cast<size_t>(M * K));

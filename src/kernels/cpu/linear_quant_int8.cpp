@@ -15,7 +15,7 @@
 //    [8l, 8l + 8).
 //  - 8-bit: codes and activations in element order, lane l sums [4l, 4l + 4).
 //  - VNNI: vpdpbusd (unsigned codes x signed activations, 4 products per lane, no saturation).
-//    AVX2 / AVX-512 without VNNI: vpmaddubsw + vpmaddwd; exact for 4-bit codes (pair sums <=
+//  - AVX2 / AVX-512 without VNNI: vpmaddubsw + vpmaddwd; exact for 4-bit codes (pair sums <=
 //    2 * 15 * 127); 8-bit codes would saturate, so they enter as (w - 128), signs moved onto the
 //    activation (|w - 128| <= 128, pair sums <= 2 * 128 * 127), and 128 * sum(q) is added back
 //    per group.
@@ -105,7 +105,8 @@ HWY_INLINE VI dot4(VI acc, VB codes, VB x) {
   return hn::Add(acc, madd_ones(maddubs(codes, x)));
 #endif
 }
-// Two 4-bit halves (codes <= 15) into one accumulator: on maddubs targets added in int16 first.
+// Two 4-bit halves (codes <= 15) into one accumulator: two vpdpbusd with VNNI, else the pair
+// sums added in int16 first (at most 4 * 15 * 127) and widened once.
 HWY_INLINE VI dot4_pair(VI acc, VB lo, VB xlo, VB hi, VB xhi) {
 #if HWY_TARGET == HWY_AVX3_DL
   return dot4(dot4(acc, lo, xlo), hi, xhi);
