@@ -44,12 +44,10 @@ Owned quant_weight(int bits, int64_t group, int64_t N, int64_t K, uint32_t seed,
   return o;
 }
 
-// Runs the group both ways and compares every output bit, in both quant-dot modes.
-void check(const std::vector<const Owned*>& ws, int64_t K, std::string_view what) {
-  const QuantDot before = quant_dot();
-  for (QuantDot mode : {QuantDot::Float, QuantDot::Int8})
+// Runs the group both ways and compares every output bit, in the current quant-dot mode.
+void check_one_mode(const std::vector<const Owned*>& ws, int64_t K, std::string_view what) {
+  const QuantDot mode = quant_dot();
   for (int threads : {1, 2}) {
-    set_quant_dot(mode);
     ThreadPool pool(threads);
     for (int64_t M = 1; M <= 17; ++M) {
       const auto x = test::random_floats(M * K, static_cast<uint32_t>(100 + M));
@@ -69,6 +67,15 @@ void check(const std::vector<const Owned*>& ws, int64_t K, std::string_view what
             << what << ": weight " << i << " M=" << M << " threads=" << threads << " quant dot "
             << quant_dot_name(mode);
     }
+  }
+}
+
+// check_one_mode in both quant-dot modes (they differ only for quantized weights).
+void check(const std::vector<const Owned*>& ws, int64_t K, std::string_view what) {
+  const QuantDot before = quant_dot();
+  for (QuantDot mode : {QuantDot::Float, QuantDot::Int8}) {
+    set_quant_dot(mode);
+    check_one_mode(ws, K, what);
   }
   set_quant_dot(before);
 }
@@ -116,11 +123,9 @@ TEST(LinearMulti, OneWeightAndFastNumerics) {
 // linear_grouped: each job has its own x and row count (an MoE layer's experts over the tokens
 // routed to each, some of them none), float and quantized, K differing between jobs (gate/up vs
 // down). Every output bitwise equal to a separate linear() call, threads 1..3, every target.
-void check_grouped(const std::vector<const Owned*>& ws, std::string_view what) {
-  const QuantDot before = quant_dot();
-  for (QuantDot mode : {QuantDot::Float, QuantDot::Int8})
+void check_grouped_one_mode(const std::vector<const Owned*>& ws, std::string_view what) {
+  const QuantDot mode = quant_dot();
   for (int threads : {1, 2, 3}) {
-    set_quant_dot(mode);
     ThreadPool pool(threads);
     for (int shift = 0; shift < 4; ++shift) {
       std::vector<std::vector<float>> xs(ws.size()), sep(ws.size()), grouped(ws.size());
@@ -142,6 +147,14 @@ void check_grouped(const std::vector<const Owned*>& ws, std::string_view what) {
             << what << ": job " << i << " threads=" << threads << " shift=" << shift
             << " quant dot " << quant_dot_name(mode);
     }
+  }
+}
+
+void check_grouped(const std::vector<const Owned*>& ws, std::string_view what) {
+  const QuantDot before = quant_dot();
+  for (QuantDot mode : {QuantDot::Float, QuantDot::Int8}) {
+    set_quant_dot(mode);
+    check_grouped_one_mode(ws, what);
   }
   set_quant_dot(before);
 }
