@@ -21,6 +21,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "decode/bench.h"
+#include "kernels/numerics.h"
 #include "kernels/peak.h"
 #include "tokenizer/tokenizer.h"
 
@@ -190,6 +191,7 @@ int run_bench_command(BenchFlags& f) {
       {"threads", threads},
       {"device", f.model.device},
       {"numerics", f.spec.numerics},
+      {"quant_dot", kernels::quant_dot_name(kernels::quant_dot())},
       {"spec", f.spec.spec},
       {"prompt_tokens", f.bench.prompt_tokens},
       {"gen_tokens", f.bench.gen_tokens},
@@ -215,9 +217,10 @@ int run_bench_command(BenchFlags& f) {
     return 0;
   }
   print_machine(machine);
-  std::printf("model: %s (%s, %s numerics, spec %s, %d threads, %d repetitions%s)\n",
-              dir.c_str(), f.model.device.c_str(), f.spec.numerics.c_str(), f.spec.spec.c_str(),
-              threads, f.bench.repetitions, f.bench.constraint ? ", constrained" : "");
+  std::printf("model: %s (%s, %s numerics, %s quant dot, spec %s, %d threads, %d repetitions%s)\n",
+              dir.c_str(), f.model.device.c_str(), f.spec.numerics.c_str(),
+              kernels::quant_dot_name(kernels::quant_dot()), f.spec.spec.c_str(), threads,
+              f.bench.repetitions, f.bench.constraint ? ", constrained" : "");
   std::printf("%-9s %8s %12s %8s %12s %10s\n", "", "tokens", "tok/s", "spread", "achieved",
               "of peak");
   std::printf("%-9s %8lld %12.2f %7.1f%% %7.1f GF/s %9.1f%%\n", "prefill",

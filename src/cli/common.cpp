@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/numerics.h"
 #include "tokenizer/tokenizer.h"
 
 #ifndef LOCKSTEP_DEFAULT_MODEL_DIR
@@ -36,6 +37,12 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required) {
       ->check(CLI::IsMember({4, 8}));
   app.add_option("--quantize-group-size", flags.quantize_group_size,
                  "Weights per scale/bias group for --quantize (multiple of 16; default 64)");
+  app.add_option("--quant-dot", flags.quant_dot,
+                 "CPU dot product of 4/8-bit weights: int8 (activations quantized to int8 per "
+                 "weight group, exact integer sums) or float (weights dequantized exactly, float "
+                 "activations); either keeps the output independent of batching and speculation. "
+                 "Default: " + std::string(kernels::quant_dot_name(kernels::kDefaultQuantDot)))
+      ->check(CLI::IsMember({"float", "int8"}));
   app.add_option("--device", flags.device,
                  "Where the model runs: cpu (default) or cuda (NVIDIA GPU, Hopper: every "
                  "supported family; the same tokens as alone, batched or speculated)")
@@ -53,6 +60,8 @@ std::string resolve_model_dir(const ModelFlags& flags) {
 
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t needed_tokens) {
   ThreadPool::set_default_threads(flags.threads);
+  kernels::set_quant_dot(flags.quant_dot.empty() ? kernels::kDefaultQuantDot
+                                                 : kernels::parse_quant_dot(flags.quant_dot.c_str()));
   const std::string dir = resolve_model_dir(flags);
   const ModelConfig config = load_model_config(dir);
   ModelOptions options;

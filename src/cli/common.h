@@ -23,16 +23,18 @@ struct ModelFlags {
   int quantize = 0;        // --quantize: 4 or 8 bits at load time (0: as stored)
   int64_t quantize_group_size = 64;
   std::string device = "cpu";  // --device: cpu or cuda
+  std::string quant_dot;       // --quant-dot: float or int8 ("": the CPU default)
 };
 
-// Adds -m/--model, --threads, --ctx-size, --quantize, --device. When the model is optional, -m defaults to the
+// Adds -m/--model, --threads, --ctx-size, --quantize, --quant-dot, --device. When the model is optional, -m defaults to the
 // shipped model (models/ next to the binary's source tree, or $LOCKSTEP_MODEL).
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required);
 
 // The directory -m resolved to (the shipped default when -m was not given).
 std::string resolve_model_dir(const ModelFlags& flags);
 
-// Sets the global thread pool size from --threads and loads the model.
+// Sets the global thread pool size from --threads and the CPU quant dot from --quant-dot, and
+// loads the model.
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t needed_tokens = 0);
 
 // Loads the draft model in `dir` beside `target` (same device, `kv_capacity` tokens of KV) and

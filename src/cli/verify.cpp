@@ -11,6 +11,7 @@
 #include "cli/spec_flags.h"
 #include "core/error.h"
 #include "decode/verify_gate.h"
+#include "kernels/numerics.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lockstep::cli {
@@ -89,8 +90,9 @@ int run_verify(const VerifyFlags& f) {
     cfg.draft_model = draft.get();
   }
   const bool exact = f.spec.numerics == "exact";
-  std::fprintf(stderr, "verify: %zu prompts, %lld tokens, numerics %s\n", cfg.prompts.size(),
-               static_cast<long long>(cfg.max_tokens), f.spec.numerics.c_str());
+  std::fprintf(stderr, "verify: %zu prompts, %lld tokens, numerics %s, %s quant dot\n",
+               cfg.prompts.size(), static_cast<long long>(cfg.max_tokens), f.spec.numerics.c_str(),
+               kernels::quant_dot_name(kernels::quant_dot()));
   const GateReport report = run_gate(*model, cfg, [&](const GateCase& c) {
     if (!c.identical)
       std::fprintf(stderr, "  DIVERGED %-16s prompt %zu temp %.1f at %lld: expected %d got %d\n",
@@ -116,6 +118,7 @@ int run_verify(const VerifyFlags& f) {
   if (f.json) {
     nlohmann::json j;
     j["numerics"] = f.spec.numerics;
+    j["quant_dot"] = kernels::quant_dot_name(kernels::quant_dot());
     j["identical"] = report.identical();
     j["diverged"] = report.diverged();
     j["flips_per_100"] = 100.0 * double(report.diverged()) / double(report.cases.size());

@@ -4,7 +4,8 @@
 # checkpoints, whose near-uniform random routing puts experts near ties all the time. Classic
 # decode's tokens must survive chunked prefill, batching (other prompts route to the same and
 # other experts), lookup / draft / MTP speculation at every width, greedy and seeded 0.8, on the
-# float and the 4-bit models (tests/decode/gate_test.cpp shows the gate does catch a flip).
+# float and the 4-bit models, the latter in both quant dots (int8, the CPU default, and float)
+# (tests/decode/gate_test.cpp shows the gate does catch a flip).
 # Usage: bash gate_moe.sh <lockstep-binary> <source-dir>
 set -euo pipefail
 bin="$1"
@@ -29,4 +30,5 @@ gate() {
 }
 gate
 gate --quantize 4 --quantize-group-size 32
+gate --quantize 4 --quantize-group-size 32 --quant-dot float
 echo "gate_moe.sh: ok"

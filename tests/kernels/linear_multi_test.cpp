@@ -1,7 +1,7 @@
 // linear_multi (ops.h): several weights against the same x in one pool call. Every output must
-// be bitwise what a separate linear() call gives, for float and quantized weights, mixed groups,
-// biases, M = 1..17 rows, 1 and 2 threads and every compiled SIMD target; likewise linear_grouped
-// (one input per product).
+// be bitwise what a separate linear() call gives, for float and quantized weights (both quant-dot
+// modes), mixed groups, biases, M = 1..17 rows, 1 and 2 threads and every compiled SIMD target;
+// likewise linear_grouped (one input per product).
 #include <gtest/gtest.h>
 
 #include <string_view>
@@ -44,8 +44,9 @@ Owned quant_weight(int bits, int64_t group, int64_t N, int64_t K, uint32_t seed,
   return o;
 }
 
-// Runs the group both ways and compares every output bit.
-void check(const std::vector<const Owned*>& ws, int64_t K, std::string_view what) {
+// Runs the group both ways and compares every output bit, in the current quant-dot mode.
+void check_one_mode(const std::vector<const Owned*>& ws, int64_t K, std::string_view what) {
+  const QuantDot mode = quant_dot();
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
     for (int64_t M = 1; M <= 17; ++M) {
@@ -63,9 +64,20 @@ void check(const std::vector<const Owned*>& ws, int64_t K, std::string_view what
       linear_multi(x.data(), M, outs, pool);
       for (size_t i = 0; i < ws.size(); ++i)
         ASSERT_TRUE(test::same_bits(sep[i].data(), multi[i].data(), sep[i].size()))
-            << what << ": weight " << i << " M=" << M << " threads=" << threads;
+            << what << ": weight " << i << " M=" << M << " threads=" << threads << " quant dot "
+            << quant_dot_name(mode);
     }
   }
+}
+
+// check_one_mode in both quant-dot modes (they differ only for quantized weights).
+void check(const std::vector<const Owned*>& ws, int64_t K, std::string_view what) {
+  const QuantDot before = quant_dot();
+  for (QuantDot mode : {QuantDot::Float, QuantDot::Int8}) {
+    set_quant_dot(mode);
+    check_one_mode(ws, K, what);
+  }
+  set_quant_dot(before);
 }
 
 void check_all_targets(const std::vector<const Owned*>& ws, int64_t K, std::string_view what) {
@@ -111,7 +123,8 @@ TEST(LinearMulti, OneWeightAndFastNumerics) {
 // linear_grouped: each job has its own x and row count (an MoE layer's experts over the tokens
 // routed to each, some of them none), float and quantized, K differing between jobs (gate/up vs
 // down). Every output bitwise equal to a separate linear() call, threads 1..3, every target.
-void check_grouped(const std::vector<const Owned*>& ws, std::string_view what) {
+void check_grouped_one_mode(const std::vector<const Owned*>& ws, std::string_view what) {
+  const QuantDot mode = quant_dot();
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     for (int shift = 0; shift < 4; ++shift) {
@@ -131,9 +144,19 @@ void check_grouped(const std::vector<const Owned*>& ws, std::string_view what) {
       linear_grouped(jobs, pool);
       for (size_t i = 0; i < ws.size(); ++i)
         ASSERT_TRUE(test::same_bits(sep[i].data(), grouped[i].data(), sep[i].size()))
-            << what << ": job " << i << " threads=" << threads << " shift=" << shift;
+            << what << ": job " << i << " threads=" << threads << " shift=" << shift
+            << " quant dot " << quant_dot_name(mode);
     }
   }
+}
+
+void check_grouped(const std::vector<const Owned*>& ws, std::string_view what) {
+  const QuantDot before = quant_dot();
+  for (QuantDot mode : {QuantDot::Float, QuantDot::Int8}) {
+    set_quant_dot(mode);
+    check_grouped_one_mode(ws, what);
+  }
+  set_quant_dot(before);
 }
 
 TEST(LinearGrouped, ExpertJobsMatchSeparateCalls) {

@@ -1,11 +1,13 @@
 // Quantized weights (kernels/quant_format.h): the MLX bit layout, the quantizer's error bound,
 // the quantized linear against a float64 reference of the same dequantized weights, and the
-// invariance rule (rows independent of M, offset, threads and SIMD target, equal to the oracle).
+// invariance rule (rows independent of M, offset, threads and SIMD target, equal to the oracle),
+// all for the `float` quant dot (the `int8` one: quant_int8_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "hwy/targets.h"
+#include "kernels/numerics.h"
 #include "kernels/ops.h"
 #include "kernels/quant_format.h"
 #include "kernels/ref/quant_ref.h"
@@ -39,9 +41,12 @@ QuantizedMatrix quantized(const Case& c, DType src, DType scale_dtype, uint32_t 
 }
 
 std::vector<float> run(const float* x, int64_t M, const Weight& w, const float* bias, int threads) {
+  const QuantDot before = quant_dot();
+  set_quant_dot(QuantDot::Float);  // the dequantize-to-float dot these tests are about
   ThreadPool pool(threads);
   std::vector<float> y(M * w.rows);
   linear(x, M, w, bias, y.data(), pool);
+  set_quant_dot(before);
   return y;
 }
 

@@ -220,7 +220,14 @@ void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs, Th
   // path) or would gain nothing.
   bool separate = outs.size() <= 1 || outs.size() > kMaxOuts ||
                   (M > 1 && g_numerics == Numerics::Fast);
-  for (const LinearOut& o : outs) separate = separate || o.w->cols != outs[0].w->cols;
+  // The int8 quant dot quantizes x once per group size: one size per pool call.
+  int64_t group = 0;
+  for (const LinearOut& o : outs) {
+    separate = separate || o.w->cols != outs[0].w->cols;
+    if (o.w->quant == QuantFormat::None) continue;
+    separate = separate || (group != 0 && o.w->group_size != group && quant_dot() == QuantDot::Int8);
+    group = o.w->group_size;
+  }
   if (separate) {
     for (const LinearOut& o : outs) linear(x, M, *o.w, o.bias, o.y, pool);
     return;
@@ -242,9 +249,9 @@ void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs, Th
     total = start[i] + w.rows;
   }
   profile::Scope prof(profile::Op::Linear, bytes);
-  thread_local std::vector<float> xperm;  // x in the nibble order of 4-bit codes
-  if (permute) quant_permute_x(x, M, K, xperm);
-  const float* xp = xperm.data();
+  thread_local QuantInput mine;  // reused across calls; the workers read it through `in`
+  QuantInput& in = mine;
+  if (group != 0) prepare_quant_input(x, M, K, permute, group, in);
   pool.parallel_for(
       total,
       [&](int64_t b, int64_t e) {
@@ -256,7 +263,7 @@ void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs, Th
           if (n0 >= n1) continue;
           float* y = outs[i].y;
           if (w.quant != QuantFormat::None)
-            quant_linear_cols(x, xp, M, w, n0, n1, y);
+            quant_linear_cols(x, in, M, w, n0, n1, y);
           else
             HWY_DYNAMIC_DISPATCH(LinearCols)(x, M, w.dtype, w.data, K, n0, n1, y, N);
           if (const float* bias = outs[i].bias)
@@ -277,13 +284,13 @@ void linear_grouped(std::span<const LinearJob> jobs, ThreadPool& pool) {
   constexpr int64_t kGrain = 16;
   const size_t n = jobs.size();
   std::vector<int64_t> start(n);
-  std::vector<std::vector<float>> xperm(n);  // each job's x in the nibble order of 4-bit codes
+  std::vector<QuantInput> in(n);  // what each quantized job's kernel reads besides its x
   int64_t total = 0, bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     const Weight& w = *jobs[i].w;
     if (w.quant != QuantFormat::None) {
       check_quant_layout(w, "linear");
-      if (w.bits == 4) quant_permute_x(jobs[i].x, jobs[i].M, w.cols, xperm[i]);
+      prepare_quant_input(jobs[i].x, jobs[i].M, w.cols, w.bits == 4, w.group_size, in[i]);
     }
     bytes += w.bytes();
     start[i] = (total + kGrain - 1) / kGrain * kGrain;
@@ -305,7 +312,7 @@ void linear_grouped(std::span<const LinearJob> jobs, ThreadPool& pool) {
           const int64_t n1 = std::min(e, start[i] + N) - start[i];
           if (n0 >= n1 || j.M == 0) continue;
           if (w.quant != QuantFormat::None)
-            quant_linear_cols(j.x, xperm[i].data(), j.M, w, n0, n1, j.y);
+            quant_linear_cols(j.x, in[i], j.M, w, n0, n1, j.y);
           else
             HWY_DYNAMIC_DISPATCH(LinearCols)(j.x, j.M, w.dtype, w.data, w.cols, n0, n1, j.y, N);
           if (j.bias)

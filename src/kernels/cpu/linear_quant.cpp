@@ -1,5 +1,6 @@
 // linear() for quantized weights (kernels/quant_format.h), compiled for every Highway target and
-// dispatched at run time.
+// dispatched at run time. This file is the `float` quant-dot mode and the mode switch; the `int8`
+// mode's kernel is linear_quant_int8.cpp.
 //
 // Each weight element is dequantized to exactly the float32 the format defines, fma(q, s, b), and
 // fed to the dot schedule of schedule.h (16 logical lanes, lane = k mod 16, FMAs in increasing k,
@@ -244,23 +245,54 @@ void QuantLinearCols(const float* x, const float* xperm, int64_t M, const Weight
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <atomic>
+#include <cstring>
 #include <vector>
 
+#include "core/error.h"
 #include "core/profile.h"
+#include "kernels/cpu/act_quant.h"
 #include "kernels/cpu/linear_quant.h"
+#include "kernels/cpu/linear_quant_int8.h"
 
 namespace lockstep::kernels {
 HWY_EXPORT(QuantLinearCols);
+
+namespace {
+std::atomic<QuantDot> g_quant_dot{kDefaultQuantDot};
 
 void quant_permute_x(const float* x, int64_t M, int64_t K, std::vector<float>& xperm) {
   xperm.resize(static_cast<size_t>(M * K));
   for (int64_t i = 0; i < M * K; i += kLanes)
     for (int j = 0; j < kLanes; ++j) xperm[i + j] = x[i + nibble_lane(j)];
 }
+}  // namespace
 
-void quant_linear_cols(const float* x, const float* xperm, int64_t M, const Weight& w, int64_t n0,
-                       int64_t n1, float* y) {
-  HWY_DYNAMIC_DISPATCH(QuantLinearCols)(x, xperm, M, w, n0, n1, y);
+void set_quant_dot(QuantDot mode) { g_quant_dot = mode; }
+QuantDot quant_dot() { return g_quant_dot; }
+const char* quant_dot_name(QuantDot mode) { return mode == QuantDot::Int8 ? "int8" : "float"; }
+QuantDot parse_quant_dot(const char* name) {
+  if (std::strcmp(name, "float") == 0) return QuantDot::Float;
+  if (std::strcmp(name, "int8") == 0) return QuantDot::Int8;
+  fail("quant dot '", name, "': expected float or int8");
+}
+
+void prepare_quant_input(const float* x, int64_t M, int64_t K, bool any4bit, int64_t group,
+                         QuantInput& in) {
+  in.mode = g_quant_dot;
+  if (in.mode == QuantDot::Int8)
+    quantize_acts(x, M, K, group, in.acts);
+  else if (any4bit)
+    quant_permute_x(x, M, K, in.xperm);
+}
+
+void quant_linear_cols(const float* x, const QuantInput& in, int64_t M, const Weight& w,
+                       int64_t n0, int64_t n1, float* y) {
+  if (in.mode == QuantDot::Int8) {
+    LOCKSTEP_CHECK(in.acts.block == w.group_size && in.acts.M == M && in.acts.K == w.cols);
+    return int8_linear_cols(in.acts, w, n0, n1, y);
+  }
+  HWY_DYNAMIC_DISPATCH(QuantLinearCols)(x, in.xperm.data(), M, w, n0, n1, y);
 }
 
 void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias, float* y,
@@ -268,14 +300,13 @@ void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias,
   const int64_t N = w.rows, K = w.cols;
   profile::Scope prof(profile::Op::Linear, w.bytes());
   check_quant_layout(w, "linear");
-  // The permuted copy of x for 4-bit codes: M * K floats, cheap beside N * K weights.
-  thread_local std::vector<float> xperm;
-  if (w.bits == 4) quant_permute_x(x, M, K, xperm);
-  const float* xp = xperm.data();
+  thread_local QuantInput mine;  // reused across calls; the workers read it through `in`
+  QuantInput& in = mine;
+  prepare_quant_input(x, M, K, w.bits == 4, w.group_size, in);
   pool.parallel_for(
       N,
       [&](int64_t n0, int64_t n1) {
-        HWY_DYNAMIC_DISPATCH(QuantLinearCols)(x, xp, M, w, n0, n1, y);
+        quant_linear_cols(x, in, M, w, n0, n1, y);
         if (bias)
           for (int64_t m = 0; m < M; ++m)
             for (int64_t n = n0; n < n1; ++n) y[m * N + n] += bias[n];

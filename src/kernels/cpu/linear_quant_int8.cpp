@@ -1,0 +1,387 @@
+// The integer-dot quantized linear (kernels/quant_int8.h) for every Highway target, dispatched at
+// run time: y = x W^T from int8 activation blocks (cpu/act_quant.cpp) and 4- or 8-bit codes.
+//
+// Only the integer sums isum_g are computed in target-specific ways, and they are exact, so every
+// target gives ref::int8_linear_cols's bits. The float part is the same operations in the same
+// order everywhere: per chunk of 16 groups one vector of 16 group sums (lane j = group 16c + j:
+// the schedule's lane g mod 16), p = d * float(isum), two FMAs into the 16 lanes, fold16 at the
+// end.
+//
+// Integer part (x86: AVX2, AVX-512, AVX-512 VNNI). A "unit" is one vector of int32 lanes, lane l
+// holding the sum of a fixed run of consecutive elements (8 for 4-bit, 4 for 8-bit):
+//  - 4-bit: one full-vector load of packed codes; low nibbles (even elements) and high nibbles
+//    (odd elements) are masked apart and multiplied with the activations in the same order
+//    (Int8Acts::qnib: 64 even then 64 odd per 128 elements), so lane l still sums elements
+//    [8l, 8l + 8).
+//  - 8-bit: codes and activations in element order, lane l sums [4l, 4l + 4).
+//  - VNNI: vpdpbusd (unsigned codes x signed activations, 4 products per lane, no saturation).
+//  - AVX2 / AVX-512 without VNNI: vpmaddubsw + vpmaddwd; exact for 4-bit codes (pair sums <=
+//    2 * 15 * 127); 8-bit codes would saturate, so they enter as (w - 128), signs moved onto the
+//    activation (|w - 128| <= 128, pair sums <= 2 * 128 * 127), and 128 * sum(q) is added back
+//    per group.
+// Units of one group are summed lane-wise; then adjacent lanes are added pairwise (ConcatEven +
+// ConcatOdd) until each group is one lane, which leaves the 16 group sums in order. The tree is
+// walked depth first so a tile of R rows x C columns keeps few vectors live.
+//
+// Shapes the integer part does not cover (group size not a power of two, K not a multiple of
+// 128 (4-bit) or 64 (8-bit), targets other than the three above) run ref::int8_linear_cols: the
+// same bits, slowly.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL  // compile the AVX-512 VNNI target (Highway leaves it out by default)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/linear_quant_int8.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include <algorithm>
+
+#include "kernels/cpu/fma_targets.h"
+#include "kernels/cpu/vec_math-inl.h"
+#include "kernels/ops.h"
+#include "kernels/quant_format.h"
+#include "kernels/quant_int8.h"
+#include "kernels/ref/quant_int8_ref.h"
+#include "kernels/schedule.h"
+
+HWY_BEFORE_NAMESPACE();
+// Highway 1.0.3's AVX3_DL target string names avxvnni (the VEX form) but not avx512vnni, which
+// vpdpbusd on zmm needs; the runtime check for AVX3_DL does test AVX512-VNNI.
+#if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_GCC_ACTUAL
+#pragma GCC target("avx512vnni")
+#elif HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_CLANG
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#endif
+namespace lockstep::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#define LOCKSTEP_INT8_SIMD \
+  (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL)
+
+#if LOCKSTEP_INT8_SIMD
+using DI = hn::CappedTag<int32_t, kLanes>;
+using VI = decltype(hn::Zero(DI()));
+using DF = hn::Rebind<float, DI>;
+using VF = decltype(hn::Zero(DF()));
+using DB = hn::Repartition<uint8_t, DI>;  // the same vector as bytes
+using VB = decltype(hn::Zero(DB()));
+constexpr int kN = static_cast<int>(hn::MaxLanes(DI()));
+constexpr int kOut = kLanes / kN;  // vectors holding one chunk's 16 group sums
+constexpr bool kVnni = HWY_TARGET == HWY_AVX3_DL;
+constexpr int64_t kChunk = kLanes;  // groups per chunk
+
+// 8-bit codes enter the non-VNNI dot as (w - 128): the group sums lack 128 * sum(q).
+template <int Bits>
+constexpr bool kOffsetCodes = Bits == 8 && !kVnni;
+
+// Raw x86 pieces (Highway 1.0.3 has no u8 x i8 dot product).
+#if HWY_TARGET == HWY_AVX2
+HWY_INLINE VI madd_ones(__m256i p16) {
+  return VI{_mm256_madd_epi16(p16, _mm256_set1_epi16(1))};
+}
+HWY_INLINE __m256i maddubs(VB a, VB b) { return _mm256_maddubs_epi16(a.raw, b.raw); }
+HWY_INLINE __m256i add16(__m256i a, __m256i b) { return _mm256_add_epi16(a, b); }
+// b with the sign of s applied (0 where s is 0), both as int8.
+HWY_INLINE VB sign8(VB b, VB s) { return VB{_mm256_sign_epi8(b.raw, s.raw)}; }
+HWY_INLINE VB abs8(VB s) { return VB{_mm256_abs_epi8(s.raw)}; }
+#else
+HWY_INLINE VI madd_ones(__m512i p16) {
+  return VI{_mm512_madd_epi16(p16, _mm512_set1_epi16(1))};
+}
+HWY_INLINE __m512i maddubs(VB a, VB b) { return _mm512_maddubs_epi16(a.raw, b.raw); }
+HWY_INLINE __m512i add16(__m512i a, __m512i b) { return _mm512_add_epi16(a, b); }
+// No vpsignb on zmm: negate where s < 0 (where s == 0 the code |s| is 0, so b's value is moot).
+HWY_INLINE VB sign8(VB b, VB s) {
+  const __mmask64 neg = _mm512_movepi8_mask(s.raw);
+  return VB{_mm512_mask_sub_epi8(b.raw, neg, _mm512_setzero_si512(), b.raw)};
+}
+HWY_INLINE VB abs8(VB s) { return VB{_mm512_abs_epi8(s.raw)}; }
+#endif
+
+// acc lane l += sum of the 4 products of bytes 4l..4l+3 (codes unsigned, x signed).
+HWY_INLINE VI dot4(VI acc, VB codes, VB x) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return VI{_mm512_dpbusd_epi32(acc.raw, codes.raw, x.raw)};
+#else
+  return hn::Add(acc, madd_ones(maddubs(codes, x)));
+#endif
+}
+// Two 4-bit halves (codes <= 15) into one accumulator: two vpdpbusd with VNNI, else the pair
+// sums added in int16 first (at most 4 * 15 * 127) and widened once.
+HWY_INLINE VI dot4_pair(VI acc, VB lo, VB xlo, VB hi, VB xhi) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return dot4(dot4(acc, lo, xlo), hi, xhi);
+#else
+  return hn::Add(acc, madd_ones(add16(maddubs(lo, xlo), maddubs(hi, xhi))));
+#endif
+}
+// 8-bit codes: exact dot4 (VNNI) or the dot of (w - 128) (see kOffsetCodes).
+HWY_INLINE VI dot4_u8(VI acc, VB codes, VB x) {
+  if constexpr (kVnni) {
+    return dot4(acc, codes, x);
+  } else {
+    const VB offset = hn::Xor(codes, hn::Set(DB(), uint8_t{0x80}));  // w - 128 as int8
+    return dot4(acc, abs8(offset), sign8(x, offset));
+  }
+}
+
+// Everything a tile needs about one call.
+struct Call {
+  const Int8Acts* a;
+  const Weight* w;
+  int64_t groups;     // per weight row
+  int64_t row_bytes;  // code bytes per weight row
+};
+
+template <int R, int C>
+struct Acc {
+  VI v[R][C];
+};
+
+// Elements summed by one int32 lane of a unit, and elements per unit.
+template <int Bits>
+constexpr int64_t kPerLane = Bits == 4 ? 8 : 4;
+template <int Bits>
+constexpr int64_t kUnit = kPerLane<Bits> * kN;
+
+// Offset of unit u's even elements in a row of Int8Acts::qnib (its odd ones are 64 further).
+HWY_INLINE uint64_t nibble_offset(uint64_t u) {
+  constexpr uint64_t kUnitsPerBlock = kNibbleBlock / kUnit<4>;  // 1 (AVX-512) or 2 (AVX2)
+  return u / kUnitsPerBlock * kNibbleBlock + u % kUnitsPerBlock * (kUnit<4> / 2);
+}
+
+// Leaf `leaf` of the chunk whose first unit is u0: the sums of its UPL units for each (row,
+// column) of the tile; zero when Full is false and the leaf lies past the row's end.
+template <int Bits, int UPL, bool Full, int R, int C>
+HWY_INLINE Acc<R, C> leaf(const Call& c, const uint8_t* w, const int8_t* const* x, uint64_t u0,
+                          uint64_t leaf) {
+  Acc<R, C> out;
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) out.v[r][j] = hn::Zero(DI());
+  const uint64_t u_first = u0 + leaf * UPL;
+  if (!Full && static_cast<int64_t>(u_first * kUnit<Bits>) >= c.w->cols) return out;
+  const DB db;
+  const hn::Repartition<int8_t, DI> ds;
+  for (int i = 0; i < UPL; ++i) {
+    const uint64_t u = u_first + i;
+    if constexpr (Bits == 4) {
+      VB lo[C], hi[C];
+      const VB mask = hn::Set(db, uint8_t{15});
+      for (int j = 0; j < C; ++j) {
+        const VB v = hn::LoadU(db, w + j * c.row_bytes + u * (kUnit<4> / 2));
+        lo[j] = hn::And(v, mask);
+        hi[j] = hn::And(hn::ShiftRight<4>(v), mask);
+      }
+      const uint64_t at = nibble_offset(u);
+      for (int r = 0; r < R; ++r) {
+        const VB xlo = hn::BitCast(db, hn::LoadU(ds, x[r] + at));
+        const VB xhi = hn::BitCast(db, hn::LoadU(ds, x[r] + at + kNibbleBlock / 2));
+        for (int j = 0; j < C; ++j) out.v[r][j] = dot4_pair(out.v[r][j], lo[j], xlo, hi[j], xhi);
+      }
+    } else {
+      VB q[C];
+      for (int j = 0; j < C; ++j) q[j] = hn::LoadU(db, w + j * c.row_bytes + u * kUnit<8>);
+      for (int r = 0; r < R; ++r) {
+        const VB xv = hn::BitCast(db, hn::LoadU(ds, x[r] + u * kUnit<8>));
+        for (int j = 0; j < C; ++j) out.v[r][j] = dot4_u8(out.v[r][j], q[j], xv);
+      }
+    }
+  }
+  return out;
+}
+
+// The 2^Level leaves from `first` on, adjacent lanes added pairwise Level times (lane order kept:
+// the first half of the result holds the pair sums of the left subtree, the second half the
+// right's).
+template <int Level, int Bits, int UPL, bool Full, int R, int C>
+HWY_INLINE Acc<R, C> subtree(const Call& c, const uint8_t* w, const int8_t* const* x, uint64_t u0,
+                             uint64_t first) {
+  if constexpr (Level == 0) {
+    return leaf<Bits, UPL, Full, R, C>(c, w, x, u0, first);
+  } else {
+    constexpr uint64_t kHalf = uint64_t{1} << (Level - 1);
+    Acc<R, C> a = subtree<Level - 1, Bits, UPL, Full, R, C>(c, w, x, u0, first);
+    const Acc<R, C> b = subtree<Level - 1, Bits, UPL, Full, R, C>(c, w, x, u0, first + kHalf);
+    const DI di;
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j)
+        a.v[r][j] = hn::Add(hn::ConcatEven(di, b.v[r][j], a.v[r][j]),
+                            hn::ConcatOdd(di, b.v[r][j], a.v[r][j]));
+    return a;
+  }
+}
+
+// The 16 group sums of the chunk starting at unit u0, for each (row, column) of the tile.
+template <int Bits, int LPG, int UPL, bool Full, int R, int C>
+HWY_INLINE void chunk_sums(const Call& c, const uint8_t* w, const int8_t* const* x, uint64_t u0,
+                           VI (&isum)[R][C][kOut]) {
+  constexpr int kLevels = LPG >= 16 ? 4 : LPG >= 8 ? 3 : LPG >= 4 ? 2 : 1;
+  static_assert((1 << kLevels) == LPG, "lanes per group: a power of two");
+  for (int o = 0; o < kOut; ++o) {
+    const Acc<R, C> s = subtree<kLevels, Bits, UPL, Full, R, C>(c, w, x, u0, uint64_t{o} * LPG);
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j) isum[r][j][o] = s.v[r][j];
+  }
+}
+
+// 16 scales (or biases) of one weight row from group g on, as float; zero past the row's groups.
+HWY_INLINE void load_group_values(DType t, const void* p, int64_t at, int64_t valid, VF* out) {
+  const DF df;
+  if (valid < kChunk) {
+    HWY_ALIGN float buf[kChunk] = {};
+    for (int64_t j = 0; j < valid; ++j) buf[j] = scalar_at(t, p, at + j);
+    for (int o = 0; o < kOut; ++o) out[o] = hn::Load(df, buf + o * kN);
+    return;
+  }
+  for (int o = 0; o < kOut; ++o) {
+    if (t == DType::BF16) {
+      const hn::Rebind<uint16_t, DF> d16;
+      const auto bits = hn::PromoteTo(hn::RebindToUnsigned<DF>(),
+                                      hn::LoadU(d16, static_cast<const uint16_t*>(p) + at + o * kN));
+      out[o] = hn::BitCast(df, hn::ShiftLeft<16>(bits));
+    } else if (t == DType::F16) {
+      const hn::Rebind<hwy::float16_t, DF> d16;
+      out[o] = hn::PromoteTo(df, hn::LoadU(d16, static_cast<const hwy::float16_t*>(p) + at + o * kN));
+    } else {
+      out[o] = hn::LoadU(df, static_cast<const float*>(p) + at + o * kN);
+    }
+  }
+}
+
+// y for R rows (m .. m+R-1) x C columns (n .. n+C-1); LPG = lanes per group in a unit's vector.
+template <int Bits, int LPG, int UPL, int R, int C>
+HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ldy) {
+  const DF df;
+  const DI di;
+  const Int8Acts& a = *c.a;
+  const Weight& wt = *c.w;
+  const int64_t G = wt.group_size;
+  const uint8_t* w = static_cast<const uint8_t*>(wt.data) + n * c.row_bytes;
+  const int8_t* x[R];
+  for (int r = 0; r < R; ++r) x[r] = Bits == 4 ? a.row_nib(m + r) : a.row(m + r);
+  VF acc[R][C][kOut];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j)
+      for (int o = 0; o < kOut; ++o) acc[r][j][o] = hn::Zero(df);
+
+  for (int64_t g0 = 0; g0 < c.groups; g0 += kChunk) {
+    const int64_t valid = std::min<int64_t>(kChunk, c.groups - g0);
+    const uint64_t u0 = static_cast<uint64_t>(g0 * G / kUnit<Bits>);
+    VI isum[R][C][kOut];
+    if (valid == kChunk)
+      chunk_sums<Bits, LPG, UPL, true>(c, w, x, u0, isum);
+    else
+      chunk_sums<Bits, LPG, UPL, false>(c, w, x, u0, isum);
+    VF sv[C][kOut], bv[C][kOut];
+    for (int j = 0; j < C; ++j) {
+      const int64_t at = (n + j) * c.groups + g0;
+      load_group_values(wt.scale_dtype, wt.scales, at, valid, sv[j]);
+      load_group_values(wt.scale_dtype, wt.biases, at, valid, bv[j]);
+    }
+    for (int r = 0; r < R; ++r) {
+      const int64_t at = (m + r) * a.blocks_padded + g0;
+      for (int o = 0; o < kOut; ++o) {
+        const VF dv = hn::LoadU(df, a.d.data() + at + o * kN);
+        const VF ev = hn::LoadU(df, a.e.data() + at + o * kN);
+        VI offset = hn::Zero(di);
+        if constexpr (kOffsetCodes<Bits>)
+          offset = hn::ShiftLeft<7>(hn::LoadU(di, a.sum.data() + at + o * kN));
+        for (int j = 0; j < C; ++j) {
+          VI is = isum[r][j][o];
+          if constexpr (kOffsetCodes<Bits>) is = hn::Add(is, offset);
+          const VF p = hn::Mul(dv, hn::ConvertTo(df, is));
+          acc[r][j][o] = hn::MulAdd(sv[j][o], p, acc[r][j][o]);
+          acc[r][j][o] = hn::MulAdd(bv[j][o], ev, acc[r][j][o]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) y[r * ldy + j] = vm::fold16<kOut>(df, acc[r][j]);
+}
+
+// Tile shapes: enough independent accumulators to hide latency, few enough that the tree's live
+// vectors stay in registers (32 on AVX-512, 16 on AVX2). They never change any element's value.
+constexpr int kGemvCols = kN >= 16 ? 4 : 2;
+constexpr int kRows = 2;
+constexpr int kCols = kN >= 16 ? 2 : 1;
+
+template <int Bits, int LPG, int UPL, int R, int C>
+void rows_block(const Call& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y) {
+  const int64_t N = c.w->rows;
+  int64_t m = m0;
+  for (; m + R <= m1; m += R) {
+    int64_t n = n0;
+    for (; n + C <= n1; n += C) tile<Bits, LPG, UPL, R, C>(c, m, n, y + m * N + n, N);
+    for (; n < n1; ++n) tile<Bits, LPG, UPL, R, 1>(c, m, n, y + m * N + n, N);
+  }
+  for (; m < m1; ++m) {
+    int64_t n = n0;
+    for (; n + C <= n1; n += C) tile<Bits, LPG, UPL, 1, C>(c, m, n, y + m * N + n, N);
+    for (; n < n1; ++n) tile<Bits, LPG, UPL, 1, 1>(c, m, n, y + m * N + n, N);
+  }
+}
+
+template <int Bits, int LPG, int UPL>
+void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
+  const int64_t M = c.a->M;
+  if (M == 1) return rows_block<Bits, LPG, UPL, 1, kGemvCols>(c, 0, 1, n0, n1, y);
+  constexpr int64_t kColBlock = 64;  // the block's codes stay in L2 while every row tile passes
+  for (int64_t nb = n0; nb < n1; nb += kColBlock)
+    rows_block<Bits, LPG, UPL, kRows, kCols>(c, 0, M, nb, std::min(n1, nb + kColBlock), y);
+}
+
+// The tree's shape for group size G: lanes per group in one unit's vector (LPG) and units per
+// leaf (UPL, > 1 once a group spans several units). False for group sizes it does not cover.
+template <int Bits>
+bool int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
+  switch (c.w->group_size / kPerLane<Bits>) {  // lanes a group fills
+    case 2:
+      return int8_cols<Bits, 2, 1>(c, n0, n1, y), true;
+    case 4:
+      return int8_cols<Bits, 4, 1>(c, n0, n1, y), true;
+    case 8:
+      return int8_cols<Bits, 8, 1>(c, n0, n1, y), true;
+    case 16:
+      return int8_cols<Bits, std::min(kN, 16), 16 / std::min(kN, 16)>(c, n0, n1, y), true;
+    case 32:
+      return int8_cols<Bits, kN, 32 / kN>(c, n0, n1, y), true;
+    case 64:
+      return int8_cols<Bits, kN, 64 / kN>(c, n0, n1, y), true;
+    default:
+      return false;
+  }
+}
+#endif  // LOCKSTEP_INT8_SIMD
+
+void Int8LinearCols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, float* y) {
+#if LOCKSTEP_INT8_SIMD
+  const int64_t K = w.cols, G = w.group_size;
+  const bool pow2 = G >= 16 && (G & (G - 1)) == 0;
+  const int64_t unit = (w.bits == 4 ? 8 : 4) * int64_t{kN};
+  const bool shape = w.bits == 4 ? K % kNibbleBlock == 0 && !a.qnib.empty() : K % unit == 0;
+  if (pow2 && shape && a.block == G) {
+    const Call c{&a, &w, K / G, K * w.bits / 8};
+    if (w.bits == 4 ? int8_cols<4>(c, n0, n1, y) : int8_cols<8>(c, n0, n1, y)) return;
+  }
+#endif
+  ref::int8_linear_cols(a, w, n0, n1, y);
+}
+
+}  // namespace lockstep::kernels::HWY_NAMESPACE
+#if HWY_TARGET == HWY_AVX3_DL && HWY_COMPILER_CLANG
+#pragma clang attribute pop
+#endif
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "kernels/cpu/linear_quant_int8.h"
+
+namespace lockstep::kernels {
+HWY_EXPORT(Int8LinearCols);
+
+void int8_linear_cols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, float* y) {
+  HWY_DYNAMIC_DISPATCH(Int8LinearCols)(a, w, n0, n1, y);
+}
+
+}  // namespace lockstep::kernels
+#endif
