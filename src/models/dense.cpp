@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "models/attention_layer.h"
 #include "models/forward_common.h"
+#include "models/kv_model.h"
 #include "models/moe_layer.h"
 #include "models/rope_freqs.h"
 #include "models/weights.h"
@@ -21,15 +22,10 @@ struct DenseLayer {
 };
 
 
-class DenseModel final : public Model {
+class DenseModel final : public KvModel {
  public:
   DenseModel(const ModelConfig& c, const std::string& dir, const ModelOptions& o)
-      : config_(c),
-        ckpt_(Checkpoint::open(dir)),
-        quantize_(quantize_on_load(*ckpt_, o)),
-        be_(kernels::make_backend(o.device, o.pool)),
-        kv_(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.kv_block_tokens,
-            o.kv_capacity_tokens, be_.get()),
+      : KvModel(c, dir, o, kernels::make_backend(o.device, o.pool), uniform_kv(c)),
         rope_(make_rope_table(c)) {
     const Checkpoint& w = *ckpt_;
     kernels::Backend& be = *be_;
@@ -52,17 +48,6 @@ class DenseModel final : public Model {
                    ? embed_
                    : be.place(matrix(w, "lm_head.weight", c.vocab_size, H));
   }
-
-  const ModelConfig& config() const override { return config_; }
-  kernels::Device device() const override { return be_->device(); }
-  const KvPool& kv_pool() const override { return kv_; }
-  KvPool& kv_pool() override { return kv_; }
-
-  std::unique_ptr<SequenceState> new_sequence() override {
-    return std::make_unique<SequenceState>(&kv_);
-  }
-
-  void truncate(SequenceState& seq, int64_t length) override { truncate_kv(kv_, seq, length); }
 
   ForwardResult forward(std::span<const ForwardItem> items) override {
     const ModelConfig& c = config_;
@@ -95,11 +80,6 @@ class DenseModel final : public Model {
   }
 
  private:
-  ModelConfig config_;
-  std::unique_ptr<Checkpoint> ckpt_;
-  std::unique_ptr<QuantizeOnLoad> quantize_;  // --quantize: owns the quantized codes
-  std::unique_ptr<kernels::Backend> be_;       // before everything that lives in its memory
-  KvPool kv_;
   kernels::RopeTable rope_;
   kernels::Weight embed_, lm_head_;
   std::vector<DenseLayer> layers_;

@@ -14,6 +14,7 @@
 #include "models/attention_layer.h"
 #include "models/forward_common.h"
 #include "models/gemma_common.h"
+#include "models/kv_model.h"
 #include "models/rope_freqs.h"
 #include "models/weights.h"
 
@@ -38,15 +39,10 @@ ModelConfig local_rope_config(const ModelConfig& c) {
 }
 
 
-class Gemma3Model final : public Model {
+class Gemma3Model final : public KvModel {
  public:
   Gemma3Model(const ModelConfig& c, const std::string& dir, const ModelOptions& o)
-      : config_(c),
-        ckpt_(Checkpoint::open(dir)),
-        quantize_(quantize_on_load(*ckpt_, o)),
-        be_(kernels::make_backend(o.device, o.pool)),
-        kv_(c.num_hidden_layers, c.num_key_value_heads, c.head_dim, o.kv_block_tokens,
-            o.kv_capacity_tokens, be_.get()),
+      : KvModel(c, dir, o, kernels::make_backend(o.device, o.pool), uniform_kv(c)),
         rope_global_(make_rope_table(c)),
         rope_local_(make_rope_table(local_rope_config(c))) {
     if (!c.zero_centered_norm || !c.qk_norm || c.attn_output_gate)
@@ -80,17 +76,6 @@ class Gemma3Model final : public Model {
     // transformers: scaling = query_pre_attn_scalar ** -0.5 (a Python float).
     attn_scale_ = static_cast<float>(std::pow(c.query_pre_attn_scalar, -0.5));
   }
-
-  const ModelConfig& config() const override { return config_; }
-  kernels::Device device() const override { return be_->device(); }
-  const KvPool& kv_pool() const override { return kv_; }
-  KvPool& kv_pool() override { return kv_; }
-
-  std::unique_ptr<SequenceState> new_sequence() override {
-    return std::make_unique<SequenceState>(&kv_);
-  }
-
-  void truncate(SequenceState& seq, int64_t length) override { truncate_kv(kv_, seq, length); }
 
   ForwardResult forward(std::span<const ForwardItem> items) override {
     const ModelConfig& c = config_;
@@ -133,11 +118,6 @@ class Gemma3Model final : public Model {
   }
 
  private:
-  ModelConfig config_;
-  std::unique_ptr<Checkpoint> ckpt_;
-  std::unique_ptr<QuantizeOnLoad> quantize_;  // --quantize: owns the quantized codes
-  std::unique_ptr<kernels::Backend> be_;       // before everything that lives in its memory
-  KvPool kv_;
   kernels::RopeTable rope_global_, rope_local_;
   kernels::Weight embed_, lm_head_;
   float embed_scale_ = 1.0f, attn_scale_ = 1.0f;

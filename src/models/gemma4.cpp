@@ -25,6 +25,7 @@
 #include "models/attention_layer.h"
 #include "models/forward_common.h"
 #include "models/gemma_common.h"
+#include "models/kv_model.h"
 #include "models/moe_layer.h"
 #include "models/moe_routing.h"
 #include "models/weights.h"
@@ -107,14 +108,10 @@ int64_t head_dim_of_kind(const ModelConfig& c, bool sliding) {
   return c.head_dim;
 }
 
-class Gemma4Model final : public Model {
+class Gemma4Model final : public KvModel {
  public:
   Gemma4Model(const ModelConfig& c, const std::string& dir, const ModelOptions& o)
-      : config_(c),
-        ckpt_(Checkpoint::open(dir)),
-        quantize_(quantize_on_load(*ckpt_, o)),
-        be_(gemma4_backend(c, o)),
-        kv_(kv_shapes(c), o.kv_block_tokens, o.kv_capacity_tokens, be_.get()),
+      : KvModel(c, dir, o, gemma4_backend(c, o), kv_shapes(c)),
         rope_sliding_(gemma4_rope_table(c.gemma4.sliding_rope, head_dim_of_kind(c, true))),
         rope_full_(gemma4_rope_table(c.gemma4.full_rope, head_dim_of_kind(c, false))) {
     const Checkpoint& w = *ckpt_;
@@ -145,17 +142,6 @@ class Gemma4Model final : public Model {
                    ? embed_
                    : be.place(matrix(w, names.lm_head, c.vocab_size, H));
   }
-
-  const ModelConfig& config() const override { return config_; }
-  kernels::Device device() const override { return be_->device(); }
-  const KvPool& kv_pool() const override { return kv_; }
-  KvPool& kv_pool() override { return kv_; }
-
-  std::unique_ptr<SequenceState> new_sequence() override {
-    return std::make_unique<SequenceState>(&kv_);
-  }
-
-  void truncate(SequenceState& seq, int64_t length) override { truncate_kv(kv_, seq, length); }
 
   ForwardResult forward(std::span<const ForwardItem> items) override {
     const ModelConfig& c = config_;
@@ -360,11 +346,6 @@ class Gemma4Model final : public Model {
     be.scale(x, T * H, L.layer_scalar);
   }
 
-  ModelConfig config_;
-  std::unique_ptr<Checkpoint> ckpt_;
-  std::unique_ptr<QuantizeOnLoad> quantize_;  // --quantize: owns the quantized codes
-  std::unique_ptr<kernels::Backend> be_;       // before everything that lives in its memory
-  KvPool kv_;
   kernels::RopeTable rope_sliding_, rope_full_;
   kernels::Weight embed_, lm_head_;
   float embed_scale_ = 1.0f;

@@ -103,52 +103,7 @@ TEST(Gemma3, EmbedScaleIsRoundedAsTransformersRoundsIt) {
 }
 
 TEST(Gemma3, LogitsInvariantAcrossTheWindowBoundary) {
-  const std::string dir = test::tiny_checkpoint("tiny-gemma3");
-  ThreadPool one(1), two(2);
-  ModelOptions o1;
-  o1.pool = &one;
-  auto m = load_model(dir, o1);
-  ASSERT_EQ(m->config().sliding_window, 8);  // the prompts below are several windows long
-  const int V = static_cast<int>(m->config().vocab_size);
-  const auto ids = random_ids(37, V, 5);
-  const auto whole = logits_in_pieces(*m, ids, {37});
-  ASSERT_EQ(whole.size(), ids.size() * V);
-  EXPECT_EQ(whole, logits_in_pieces(*m, ids, {1}));
-  EXPECT_EQ(whole, logits_in_pieces(*m, ids, {5, 2, 11}));
-  EXPECT_EQ(whole, logits_in_pieces(*m, ids, {8}));
-
-  ModelOptions o2;
-  o2.pool = &two;
-  o2.kv_block_tokens = 3;
-  auto m2 = load_model(dir, o2);
-  EXPECT_EQ(whole, logits_in_pieces(*m2, ids, {7}));
-
-  // Batched beside sequences of other lengths (one of them already past the window).
-  auto s0 = m2->new_sequence(), s1 = m2->new_sequence(), s2 = m2->new_sequence();
-  const auto other1 = random_ids(9, V, 6), other2 = random_ids(20, V, 7);
-  ForwardItem pre{s2.get(), {other2.data(), 13}, ForwardItem::Logits::None};
-  m2->forward({&pre, 1});
-  ForwardItem items[3] = {{s1.get(), other1, ForwardItem::Logits::Last},
-                          {s0.get(), ids, ForwardItem::Logits::All},
-                          {s2.get(), {other2.data() + 13, 7}, ForwardItem::Logits::All}};
-  auto r = m2->forward(items);
-  ASSERT_EQ(r.rows, 1 + 37 + 7);
-  EXPECT_EQ(0, std::memcmp(&r.logits[r.first_row[1] * V], whole.data(), whole.size() * 4));
-
-  // The prefix cache: a fork at 20 (past the window) continued with the rest.
-  auto src = m->new_sequence();
-  ForwardItem a{src.get(), {ids.data(), 30}, ForwardItem::Logits::None};
-  m->forward({&a, 1});
-  auto forked = m->fork(*src, 20);
-  ForwardItem c{forked.get(), {ids.data() + 20, 17}, ForwardItem::Logits::All};
-  auto rc = m->forward({&c, 1});
-  EXPECT_EQ(0, std::memcmp(rc.logits.data(), &whole[20 * V], 17 * V * 4));
-
-  // Truncate back past the window and re-feed.
-  m->truncate(*src, 12);
-  ForwardItem d{src.get(), {ids.data() + 12, 25}, ForwardItem::Logits::All};
-  auto rd = m->forward({&d, 1});
-  EXPECT_EQ(0, std::memcmp(rd.logits.data(), &whole[12 * V], 25 * V * 4));
+  test::expect_invariant_across_the_window(test::tiny_checkpoint("tiny-gemma3"));
 }
 
 TEST(Gemma3, TheWindowLimitsWhatSlidingLayersSee) {
