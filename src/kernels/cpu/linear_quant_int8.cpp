@@ -23,9 +23,9 @@
 // ConcatOdd) until each group is one lane, which leaves the 16 group sums in order. The tree is
 // walked depth first so a tile of R rows x C columns keeps few vectors live.
 //
-// Shapes the integer part does not cover (group size not a power of two, K not a multiple of
-// 128 (4-bit) or 64 (8-bit), targets other than the three above) run ref::int8_linear_cols: the
-// same bits, slowly.
+// Shapes the integer part does not cover (group sizes other than 32..256 at 4 bits or 16..128 at
+// 8 bits, K not a multiple of 128 (4-bit) or 64 (8-bit), targets other than the three above) run
+// ref::int8_linear_cols: the same bits, slowly.
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL  // compile the AVX-512 VNNI target (Highway leaves it out by default)
 #endif
@@ -334,9 +334,9 @@ void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
 // leaf (UPL, > 1 once a group spans several units). False for group sizes it does not cover.
 template <int Bits>
 bool int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
+  // Group sizes 32, 64 and 128 (what quantize and MLX write), and 256 at 4 bits / 16 at 8 bits;
+  // each case is a family of unrolled kernels per target, so rarer sizes take the reference.
   switch (c.w->group_size / kPerLane<Bits>) {  // lanes a group fills
-    case 2:
-      return int8_cols<Bits, 2, 1>(c, n0, n1, y), true;
     case 4:
       return int8_cols<Bits, 4, 1>(c, n0, n1, y), true;
     case 8:
@@ -345,8 +345,6 @@ bool int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
       return int8_cols<Bits, std::min(kN, 16), 16 / std::min(kN, 16)>(c, n0, n1, y), true;
     case 32:
       return int8_cols<Bits, kN, 32 / kN>(c, n0, n1, y), true;
-    case 64:
-      return int8_cols<Bits, kN, 64 / kN>(c, n0, n1, y), true;
     default:
       return false;
   }
