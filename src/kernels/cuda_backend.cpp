@@ -1,13 +1,11 @@
 // The CUDA backend: kernels::Backend over kernels/cuda/cuda_ops.h. Weights are placed on the GPU
-// as BF16 (F32/F16 checkpoints are rounded to BF16), except 4/8-bit affine ones, which stay
-// quantized (codes as stored plus 4-byte scale/bias pairs, kernels/quant_gpu_layout.h; each
-// element means the BF16 value of its dequantization, so results are bitwise those of a BF16
-// placement, at 1/2 or 1/4 of the memory; H200 Qwen3-8B decode: 198 tok/s at 4 bits, 177 at 8,
-// 209 at BF16). LOCKSTEP_CUDA_QUANT=0 dequantizes them to BF16 when placed instead (faster when
-// the memory is there). Activations stay FP32 between ops. Scratch arrays come
-// from a caching allocator, so a forward call does no cudaMalloc/cudaFree after the first ones
-// (cudaFree would synchronize the device); all ops run in order on one stream, which makes
-// reusing a released array safe without events.
+// as BF16 (F32/F16 rounded), except 4/8-bit affine ones, which stay quantized (codes plus 4-byte
+// scale/bias pairs, kernels/quant_gpu_layout.h; each element means the BF16 value of its
+// dequantization: the bits of a BF16 placement at 1/2 or 1/4 of the memory; H200 Qwen3-8B decode
+// 198 tok/s at 4 bits, 177 at 8, 209 at BF16; LOCKSTEP_CUDA_QUANT=0 dequantizes them instead).
+// Activations stay FP32 between ops. Scratch arrays come from a caching allocator (no cudaMalloc
+// or cudaFree, which synchronizes, after the first calls); all ops run in order on one stream, so
+// reusing a released array needs no events.
 //
 // Decode steps are replayed from CUDA graphs (begin_step / end_step, backend.h): a step runs
 // normally the first time its key is seen (which also grows the kernels' scratch buffers), is
@@ -17,14 +15,11 @@
 // recorded ops is an internal error (the graph is dropped, never silently misused).
 //
 // LOCKSTEP_CUDA_PROFILE=1 times every op on the GPU (OpProfile below; graphs off) and prints a
-// table per kind of step to stderr when the backend is destroyed.
-//
-// Kernels are launched with programmatic dependent launch (kernels/cuda/common.cuh: each kernel's
-// launch and weight prefetch overlap the previous kernel's tail; scheduling only, the same bits);
-// LOCKSTEP_CUDA_PDL=0 turns it off. The profiler's events and hold kernel sit between ops, so
+// table per kind of step to stderr when the backend is destroyed. Kernels use programmatic
+// dependent launch (kernels/cuda/common.cuh: a kernel's launch and weight prefetch overlap the
+// previous one's tail; scheduling only, the same bits); LOCKSTEP_CUDA_PDL=0 turns it off, and
 // profiled ops run without it. LOCKSTEP_CUDA_GRAPH_STATS=1 prints each recorded graph's nodes,
-// edges and programmatic (kernel -> kernel PDL) edges, and at exit how many steps of each key ran
-// eagerly, were recorded and were replayed.
+// edges and PDL edges, and at exit how many steps of each key ran eagerly, recorded, replayed.
 #ifdef LOCKSTEP_HAVE_CUDA
 
 #include <sys/mman.h>
