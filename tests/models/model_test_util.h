@@ -12,7 +12,9 @@
 #include <unistd.h>
 #include <vector>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
+#include "models/config.h"
 #include "models/model.h"
 #include "models/random_checkpoint.h"
 
@@ -115,6 +117,17 @@ inline void expect_invariant_across_the_window(const std::string& dir) {
   ForwardItem d{src.get(), {ids.data() + 12, 25}, ForwardItem::Logits::All};
   auto rd = m->forward({&d, 1});
   EXPECT_EQ(0, std::memcmp(rd.logits.data(), &whole[12 * V], 25 * V * 4));
+}
+
+// A config.json text that must be refused with an error naming `field`.
+inline void expect_config_refused(const std::string& text, const std::string& field) {
+  try {
+    parse_model_config(text, "config.json");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    return;
+  }
+  ADD_FAILURE() << "accepted: " << text;
 }
 
 }  // namespace lockstep::test
