@@ -13,8 +13,16 @@
 
 #include "core/dtype.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_caps.h"
 
 namespace lockstep::kernels::cuda::test {
+
+// The tiled linear's forced tiles this device runs: 0 (the pick) and, where the wgmma kernel runs
+// (compute capability 9.0, not LOCKSTEP_CUDA_AS_CC), its tiles 4-7 (cuda_ops.h).
+inline std::vector<int> wgmma_tiles_here() {
+  if (device_caps().wgmma) return {0, 4, 5, 6, 7};
+  return {0};
+}
 
 template <typename T>
 class DeviceBuffer {

@@ -91,8 +91,11 @@ TEST_P(QuantLinearTest, BitwiseTheDequantizedBf16Linear) {
     const int used = testing::linear_quant_path_used();
     const int cfg_used = testing::linear_quant_config_used();
     if (cfg > 0 && cfg_used == cfg) ++cfg_ran[cfg];
-    fused += used != 4;
-    fusable += M <= 64 && path != 3;
+    // The fused kernels hold every M <= 64 in Hopper's and the A100's shared memory, M <= 32 in
+    // 99 KiB (sm_86 / sm_89 / sm_120: larger M takes the dequantized copy, the same bits).
+    const bool fits = M <= (device_caps().smem_optin >= 163 * 1024 ? 64 : 32);
+    fused += used != 4 && fits;
+    fusable += fits && path != 3;
     linear(x, M, db.w, bias, yb.get());
     const auto a = yq.to_host(), r = yb.to_host();
     for (int64_t i = 0; i < M; ++i)
@@ -115,7 +118,9 @@ TEST_P(QuantLinearTest, BitwiseTheDequantizedBf16Linear) {
     std::string never;
     for (int cfg = 1; cfg <= n_cfg; ++cfg)
       if (cfg_ran[cfg] == 0) never += " " + std::to_string(cfg);
-    if (N >= 8192) EXPECT_TRUE(never.empty()) << quant_name(hq.w) << ": configs never ran:" << never;
+    if (N >= 8192 && device_caps().smem_optin >= 227 * 1024) {
+      EXPECT_TRUE(never.empty()) << quant_name(hq.w) << ": configs never ran:" << never;
+    }
     else if (!never.empty()) std::printf("  %s: configs that did not fit:%s\n", quant_name(hq.w).c_str(), never.c_str());
   }
 }

@@ -5,8 +5,8 @@
 #   tools/cuda/pack_engine.sh [build-dir]     (default build-gpu: -DLOCKSTEP_CUDA=ON)
 #   PACK_OUT=dir packs there instead (another folder that git ignores, so engineers sharing a
 #   checkout do not overwrite each other's pack; unpack it to .cuda-carry-engine on the device).
-# Also writes OUT-xz/engine.tar.xz (a third of the size): the device tool carries at most 64 MiB
-# with the working tree (~43 MB), so carry that folder instead; engine_on_device.sh unpacks it
+# Also writes OUT-xz/engine.tar.xz (binaries stripped, xz -9: about 7 MB): the device tool carries
+# at most 64 MiB with the working tree (~49 MB), so carry that folder instead; engine_on_device.sh unpacks it
 # when .cuda-carry-engine itself did not travel.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -17,8 +17,9 @@ out="${PACK_OUT:-$root/.cuda-carry-engine}"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build/lockstep" "$out/bin/"
-# The GPU op tests and kernel benchmarks too, when that build has them (-DLOCKSTEP_TESTS=ON).
-for b in cuda_tests cuda_bench; do
+# The GPU op tests too, when that build has them (-DLOCKSTEP_TESTS=ON), and the kernel benchmarks
+# with PACK_BENCH=1 (15 MB: the carry limit leaves room for little beside the working tree).
+for b in cuda_tests $([ "${PACK_BENCH:-0}" = 1 ] && echo cuda_bench); do
   if [ -x "$build/tests/$b" ]; then cp "$build/tests/$b" "$out/bin/"; fi
 done
 # The named-barrier racecheck probe (engine_on_device.sh SANITIZE=1, decode_ab_on_device.sh),
@@ -46,5 +47,6 @@ EOF
 done
 du -sh "$out"
 mkdir -p "$out-xz"
-tar -C "$out" -cJf "$out-xz/engine.tar.xz" .
+strip "$out"/bin/lockstep "$out"/bin/cuda_tests "$out"/bin/cuda_bench "$out"/bin/barrier_probe 2>/dev/null || true
+tar -C "$out" -cf - . | xz -T0 -9 >"$out-xz/engine.tar.xz"
 du -sh "$out-xz"

@@ -60,11 +60,11 @@ using namespace attn;
 // Rows t0 .. t0 + nr - 1 of kv head kh (key locations from row tref, the one with the most keys),
 // chunks [c0, c1): each warp computes its 16 virtual rows. WALK merges every chunk and writes
 // out; otherwise (c1 = c0 + 1) the chunk's partials go to part_acc / part_ml.
-template <int HD, int NW, bool WALK>
+template <int HD, int NW, bool WALK, int ST = 0>
 __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int kh, int tref,
                           int c0, int c1) {
   using Gm = Geo<HD>;
-  using Ly = Layout<HD, NW, WALK>;
+  using Ly = Layout<HD, NW, WALK, ST>;
   constexpr int kSub = Gm::kSub, kSpc = Gm::kSpc, kNst = Gm::kNst, kKt = Gm::kKt;
   constexpr int kNts = Gm::kNts, kDh = Gm::kDh, kRb = Gm::kRowBytes;
   constexpr int kThreads = Ly::kThreads;
@@ -430,22 +430,30 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
 
 // Split launch: block (c, rb * n_kv_heads + kh) writes chunk c's partials of rows
 // [rb R, rb R + R) (R = a.rows).
-template <int HD>
-__global__ void __launch_bounds__(kSplitWarps * 32) attn_split(AttnArgs a) {
-  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
-  pdl_wait();
+template <int HD, int ST>
+__device__ __forceinline__ void split_body(const AttnArgs& a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int c = blockIdx.x, rb = blockIdx.y / a.n_kv_heads, kh = blockIdx.y % a.n_kv_heads;
   const int t0 = rb * a.rows, nr = min(a.rows, a.T - t0);
   if (!rows_have_keys_in_chunk(a, t0, nr, c)) return;  // no row of the block sees chunk c
   int tref;
   if (rows_share(a, t0, nr, tref)) {
-    run_tiles<HD, kSplitWarps, false>(smem, a, t0, nr, kh, tref, c, c + 1);
+    run_tiles<HD, kSplitWarps, false, ST>(smem, a, t0, nr, kh, tref, c, c + 1);
   } else {
     for (int r = 0; r < nr; ++r)
       if (rows_have_keys_in_chunk(a, t0 + r, 1, c))
-        run_tiles<HD, kSplitWarps, false>(smem, a, t0 + r, 1, kh, t0 + r, c, c + 1);
+        run_tiles<HD, kSplitWarps, false, ST>(smem, a, t0 + r, 1, kh, t0 + r, c, c + 1);
   }
+}
+
+// ST: Layout's slots (0: the default; fewer only in code for a smaller shared memory, whose body
+// sm_90 code leaves out: common.cuh, kSmallSmemCode).
+template <int HD, int ST>
+__global__ void __launch_bounds__(kSplitWarps * 32) attn_split(AttnArgs a) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  if constexpr (ST != 0 && !kSmallSmemCode) __trap();  // never launched on sm_90 code
+  else split_body<HD, ST>(a);
 }
 
 // Merge of the split launch: block (t * n_heads + h), thread d.
@@ -494,11 +502,8 @@ __global__ void __launch_bounds__(HD) attn_merge(AttnArgs a) {
 
 // Walk launch: block b takes rows [rb R, rb R + R) of kv head b % n_kv_heads, the row blocks in
 // decreasing rb (the causal rows with the most keys start first).
-template <int HD>
-__global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArgs a) {
-  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
-  pdl_wait();
-  constexpr int NW = Geo<HD>::kWalkWarps;
+template <int HD, int NW>
+__device__ __forceinline__ void walk_body(const AttnArgs& a) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int nrb = (a.T + a.rows - 1) / a.rows;
   const int rb = nrb - 1 - static_cast<int>(blockIdx.x) / a.n_kv_heads;
@@ -522,6 +527,16 @@ __global__ void __launch_bounds__(Geo<HD>::kWalkWarps * 32, 1) attn_walk(AttnArg
   }
 }
 
+// NW: warps per block, Geo's kWalkWarps or fewer (only in code for a smaller shared memory, whose
+// body sm_90 code leaves out); rows per block follow (a.rows), which never changes a row's bits.
+template <int HD, int NW>
+__global__ void __launch_bounds__(NW * 32, 1) attn_walk(AttnArgs a) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  if constexpr (NW != Geo<HD>::kWalkWarps && !kSmallSmemCode) __trap();  // never on sm_90 code
+  else walk_body<HD, NW>(a);
+}
+
 // testing::attention_exp_mismatches: exp_f32_select against exp_f32 on inputs [begin, end),
 // exp_f32_select<true> on those not > 0.
 __global__ void exp_mismatch_kernel(uint64_t begin, uint64_t end, unsigned long long* count,
@@ -541,41 +556,61 @@ __global__ void exp_mismatch_kernel(uint64_t begin, uint64_t end, unsigned long 
 int rows_override = 0;  // testing::set_attention_rows_override
 int path_override = 0;  // testing::set_attention_path_override
 
+// The split launch with the most ring slots the device's shared memory holds: the default, then
+// half as many down to 2 (variants compiled for a smaller shared memory only: kSmallSmemCode).
+template <int HD, int ST = 0>
+void launch_split(const AttnArgs& a, int64_t nrb) {
+  using Ly = Layout<HD, kSplitWarps, false, ST>;
+  if (Ly::kBytes > smem_optin()) {
+    // Variants only down to one that fits the smallest supported device (kMinSmemOptin).
+    if constexpr (Ly::kStages > 2 && Ly::kBytes > kMinSmemOptin)
+      return launch_split<HD, Ly::kStages / 2>(a, nrb);
+    fail("CUDA attention: head_dim ", HD, " needs ", Ly::kBytes,
+         " bytes of shared memory per block; this device allows ", smem_optin());
+  }
+  allow_smem<attn_split<HD, ST>>(Ly::kBytes);
+  const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
+  launch("attn_split", attn_split<HD, ST>, grid, kSplitWarps * 32, Ly::kBytes, a);
+}
+
+// The walk launch with the most warps (rows per block) the device's shared memory holds: Geo's
+// kWalkWarps, then half as many down to 2.
+template <int HD, int NW = Geo<HD>::kWalkWarps>
+void launch_walk(AttnArgs a, int64_t T) {
+  using Ly = Layout<HD, NW, true>;
+  if (Ly::kBytes > smem_optin()) {
+    if constexpr (NW > 2 && Ly::kBytes > kMinSmemOptin) return launch_walk<HD, NW / 2>(a, T);
+    fail("CUDA attention: head_dim ", HD, " needs ", Ly::kBytes,
+         " bytes of shared memory per block; this device allows ", smem_optin());
+  }
+  allow_smem<attn_walk<HD, NW>>(Ly::kBytes);
+  const int rmax = NW * 16 / a.group;
+  // As many rows per block as fit, fewer when that would leave multiprocessors idle.
+  const int64_t fill = (T * a.n_kv_heads + sm_count() - 1) / sm_count();
+  a.rows = rows_override > 0 ? std::min(rows_override, rmax)
+                             : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
+  const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
+  launch("attn_walk", attn_walk<HD, NW>, static_cast<unsigned>(blocks), NW * 32, Ly::kBytes, a);
+}
+
 template <int HD>
 void run(AttnArgs a, int64_t T) {
-  constexpr int kWalkWarps = Geo<HD>::kWalkWarps;
-  constexpr int kSplitSmem = Layout<HD, kSplitWarps, false>::kBytes;
-  constexpr int kWalkSmem = Layout<HD, kWalkWarps, true>::kBytes;
   const bool split = path_override == 1 || path_override >= 3 || (path_override == 0 && T <= kSplitMaxT && a.n_chunks > 1);
-  if (split) {
-    const int64_t rows = static_cast<size_t>(T) * a.n_heads * a.n_chunks;
-    auto* buf = static_cast<float*>(scratch(1, static_cast<size_t>(rows) * (HD + 2) * sizeof(float)));
-    a.part_acc = buf;
-    a.part_ml = buf + rows * HD;
-    bool decode = false;
-    if constexpr (HD <= 128) {
-      decode = path_override != 3;
-      if (decode) launch_decode<HD>(a, T, rows_override, path_override);
-    }
-    if (!decode) {
-      allow_smem<attn_split<HD>>(kSplitSmem);
-      const int rmax = kSplitWarps * 16 / a.group;
-      a.rows = rows_override > 0 ? std::min(rows_override, rmax) : rmax;
-      const int64_t nrb = (T + a.rows - 1) / a.rows;
-      const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
-      launch("attn_split", attn_split<HD>, grid, kSplitWarps * 32, kSplitSmem, a);
-    }
-    launch("attn_merge", attn_merge<HD>, static_cast<unsigned>(T * a.n_heads), HD, 0, a);
-  } else {
-    allow_smem<attn_walk<HD>>(kWalkSmem);
-    const int rmax = kWalkWarps * 16 / a.group;
-    // As many rows per block as fit, fewer when that would leave multiprocessors idle.
-    const int64_t fill = (T * a.n_kv_heads + sm_count() - 1) / sm_count();
-    a.rows = rows_override > 0 ? std::min(rows_override, rmax)
-                               : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
-    const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
-    launch("attn_walk", attn_walk<HD>, static_cast<unsigned>(blocks), kWalkWarps * 32, kWalkSmem, a);
+  if (!split) return launch_walk<HD>(a, T);
+  const int64_t rows = static_cast<size_t>(T) * a.n_heads * a.n_chunks;
+  auto* buf = static_cast<float*>(scratch(1, static_cast<size_t>(rows) * (HD + 2) * sizeof(float)));
+  a.part_acc = buf;
+  a.part_ml = buf + rows * HD;
+  bool decode = false;
+  if constexpr (HD <= 128) {
+    if (path_override != 3) decode = launch_decode<HD>(a, T, rows_override, path_override);
   }
+  if (!decode) {
+    const int rmax = kSplitWarps * 16 / a.group;
+    a.rows = rows_override > 0 ? std::min(rows_override, rmax) : rmax;
+    launch_split<HD>(a, (T + a.rows - 1) / a.rows);
+  }
+  launch("attn_merge", attn_merge<HD>, static_cast<unsigned>(T * a.n_heads), HD, 0, a);
 }
 
 }  // namespace

@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(256, 1) attn_decode(AttnArgs a) {
 }  // namespace
 
 template <int HD>
-void launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override) {
+bool launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override) {
   // One 16-row tile per block, the chunk spread over the block's 8 warps.
   const int rmax = 16 / a.group;
   a.rows = rows_override > 0 ? std::min(rows_override, rmax) : rmax;
@@ -287,6 +287,9 @@ void launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override)
   // short context (H200, T = 1, Qwen3-8B heads, attn_merge after it: 512 keys 8.55 vs 9.05 us,
   // 2048: 9.77 vs 9.97, 2176: 10.89 vs 12.13, 4096: 12.85 vs 15.0, 8192: 24.4 vs 29.3).
   const bool ds2 = HD == 128 && path_override == 4;
+  int bytes = DecLayout<HD, 1>::kBytes;
+  if constexpr (HD == 128) bytes = ds2 ? DecLayout<HD, 2>::kBytes : bytes;
+  if (bytes > smem_optin()) return false;
   if constexpr (HD == 128) {
     if (ds2) {
       constexpr int kSmem = DecLayout<HD, 2>::kBytes;
@@ -301,9 +304,10 @@ void launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override)
     const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
     launch("attn_decode", attn_decode<HD, 1>, grid, 256, kSmem, a);
   }
+  return true;
 }
 
-template void launch_decode<64>(AttnArgs&, int64_t, int, int);
-template void launch_decode<128>(AttnArgs&, int64_t, int, int);
+template bool launch_decode<64>(AttnArgs&, int64_t, int, int);
+template bool launch_decode<128>(AttnArgs&, int64_t, int, int);
 
 }  // namespace lockstep::kernels::cuda::attn

@@ -42,9 +42,11 @@ struct Geo {
 // the head_dim 128 walk, which already holds 255 registers), 16 for the split launch (few
 // blocks, each must keep many bytes in flight), at most the chunk's sub-tiles. kStages divides
 // kNst, so chunk-relative sub-tile j always sits in slot j % kStages.
-template <int HD, int NW, bool WALK>
+// ST (split launch only): fewer slots where the device's shared memory does not hold 16
+// (attention.cu, run); 0 is the default. Slots change how far loads run ahead, never the math.
+template <int HD, int NW, bool WALK, int ST = 0>
 struct Layout {
-  static constexpr int kStages = WALK ? 4 : (Geo<HD>::kNst < 16 ? Geo<HD>::kNst : 16);
+  static constexpr int kStages = WALK ? 4 : (ST ? ST : (Geo<HD>::kNst < 16 ? Geo<HD>::kNst : 16));
   static constexpr int kThreads = NW * 32;
   static constexpr int kSlotBytes = kSubElems * 2;
   static constexpr int kRing = 0;                                   // [kStages] BF16 sub-tiles
@@ -288,15 +290,11 @@ __device__ inline bool rows_have_keys_in_chunk(const AttnArgs& a, int t0, int nr
   return false;
 }
 
-inline int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    check(cudaGetDevice(&dev), "attention: get device");
-    check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "attention: SM count");
-    return v > 0 ? v : 1;
-  }();
-  return n;
-}
+inline int sm_count() { return device_caps().sm_count; }
+inline int smem_optin() { return device_caps().smem_optin; }
+// The least opt-in shared memory per block of the devices the backend supports (sm_86, sm_89,
+// sm_120: 99 KiB): smaller-memory variants stop at one that fits it.
+constexpr int kMinSmemOptin = 99 * 1024;
 
 template <auto Kernel>
 void allow_smem(int bytes) {
@@ -310,7 +308,9 @@ void allow_smem(int bytes) {
 
 // The decode launch (attention_decode.cu), head_dim 64 or 128: chunk partials into a.part_acc /
 // a.part_ml for attention.cu's merge; sets a.rows.
+// False (nothing launched) when its shared memory does not fit the device (the split launch
+// then takes the rows, with the same bits).
 template <int HD>
-void launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override);
+bool launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override);
 
 }  // namespace lockstep::kernels::cuda::attn

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/cuda/device_caps.h"
 
 namespace lockstep::kernels::cuda::detail {
 
@@ -24,6 +25,16 @@ void check_launch(const char* kernel);
 // Device scratch of at least `bytes`, owned by the library, slot `slot` (each op uses its own slot
 // so two scratch arrays can be live at once). Grow-only; growing waits for the stream first.
 void* scratch(int slot, size_t bytes);
+
+// Kernel variants for less shared memory per block than Hopper's 227 KiB (the 99 KiB of sm_86 /
+// sm_89 / sm_120, the 163 KiB of sm_80) are compiled into device code for every architecture but
+// sm_90: only Hopper runs sm_90 code and it never picks them (device_caps.h), so there a variant's
+// body is left out (it traps), which keeps the compile time of an sm_90-only build.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+constexpr bool kSmallSmemCode = false;
+#else
+constexpr bool kSmallSmemCode = true;
+#endif
 
 // --- programmatic dependent launch (PDL) -------------------------------------------------------
 // Kernels are launched with cudaLaunchAttributeProgrammaticStreamSerialization (kept by stream

@@ -101,6 +101,9 @@ int linear_quant_path_used();
 int set_linear_skinny_override(int config);
 // The configuration (1..n) that the last M <= 16 linear launch ran, and a configuration's name.
 int linear_skinny_config_used();
+// Whether forcing `config` runs it for an N x K weight at M <= 16 rows on this device (its shared
+// memory fits; a small-memory config is not in sm_90 code), rather than a fallback config.
+bool linear_skinny_config_runs(int config, int64_t N, int64_t K, int64_t M);
 std::string linear_skinny_config_name(int config);
 // Tests only: 0 = attention picks its query rows per block (default); r > 0 takes
 // min(r, as many as fit) (1 = one row per block). Any choice gives the same bits.

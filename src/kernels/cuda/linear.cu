@@ -83,6 +83,10 @@ void launch_skinny_bf16(const Group& g, const uint16_t* x, int M, int K, int S) 
   if (S == 4) ok = launch_skinny3<MT, false, 4, SkCfg<2, 64, bf16_stages(MT, 4)>>(g, x, M, K, Ks);
   else if (S == 2) ok = launch_skinny3<MT, false, 2, SkCfg<2, 64, bf16_stages(MT, 2)>>(g, x, M, K, Ks);
   else ok = launch_skinny3<MT, false, 1, SkCfg<2, 64, bf16_stages(MT, 1)>>(g, x, M, K, Ks);
+  // Within 99 KiB (sm_86 / sm_89 / sm_120) 64 rows at S = 4 take 2 stages (96 KiB); every other
+  // (MT, S) of the rule above already fits.
+  if constexpr (MT == 8)
+    if (!ok && S == 4) ok = launch_skinny3<MT, false, 4, SkCfg<2, 64, 2, 1, true>>(g, x, M, K, Ks);
   if (!ok) fail("CUDA linear: the skinny kernel's shared memory does not fit this device");
 }
 
@@ -95,6 +99,7 @@ void launch_skinny_bf16(const Group& g, const uint16_t* x, int M, int K, int S) 
 // bandwidth, never a gain beyond noise).
 struct SkDesc {
   int wr, bk, stages;
+  bool small = false;  // for less shared memory than Hopper's (SkCfg::SMALL)
 };
 constexpr SkDesc kSkConfigs[] = {
     {2, 64, 4},   // 0 r32/k64/s4: the fallback (fits every S and M <= 16); M > 8 on 2-4k rows
@@ -106,10 +111,12 @@ constexpr SkDesc kSkConfigs[] = {
     {2, 128, 6},  // 5 r32/k128/s6: (lm_head at M 1-4 within 1% of 7; kept for sweeps)
     {4, 64, 4},   // 6 r64/k64/s4: > 4k rows at S = 4
     {4, 128, 3},  // 7 r64/k128/s3: S = 1 (lm_head), and S = 2 at M > 8
+    {1, 64, 3, true},  // 8 r16/k64/s3: the fallback within 99 KiB (sm_86 / sm_89 / sm_120)
 };
+constexpr int kSkSmallFallback = 8;
 constexpr int kSkN = static_cast<int>(sizeof(kSkConfigs) / sizeof(kSkConfigs[0]));
 template <int I>
-using SkOf = SkCfg<kSkConfigs[I].wr, kSkConfigs[I].bk, kSkConfigs[I].stages>;
+using SkOf = SkCfg<kSkConfigs[I].wr, kSkConfigs[I].bk, kSkConfigs[I].stages, 1, kSkConfigs[I].small>;
 
 // Shared memory of config d at S pieces for M <= 16 tokens (Skinny<>::smem, checked below).
 constexpr int small_smem(const SkDesc& d, int S, int M) {
@@ -169,7 +176,10 @@ void launch_small(const Group& g, const float* x, int M, int K, int S) {
   };
   if (!go(c)) {
     c = 0;
-    if (!go(c)) fail("CUDA linear: the skinny kernel's shared memory does not fit this device");
+    if (!go(c)) {
+      c = kSkSmallFallback;
+      if (!go(c)) fail("CUDA linear: the skinny kernel's shared memory does not fit this device");
+    }
   }
   skinny_last = c + 1;
 }
@@ -272,6 +282,12 @@ int set_linear_skinny_override(int config) {
   return kSkN;
 }
 int linear_skinny_config_used() { return skinny_last; }
+bool linear_skinny_config_runs(int config, int64_t N, int64_t K, int64_t M) {
+  if (config < 1 || config > kSkN || M < 1 || M > 16) return false;
+  const SkDesc& d = kSkConfigs[config - 1];
+  if (d.small && device_caps().code_arch == 90) return false;  // left out of sm_90 code
+  return small_smem(d, split_count(N, K), static_cast<int>(M)) <= smem_optin();
+}
 std::string linear_skinny_config_name(int config) {
   if (config < 1 || config > kSkN) return "rule";
   const SkDesc& d = kSkConfigs[config - 1];

@@ -101,15 +101,7 @@ struct Group {
   }
 };
 
-inline int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    check(cudaGetDevice(&dev), "linear: get device");
-    check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "linear: SM count");
-    return v > 0 ? v : 1;
-  }();
-  return n;
-}
+inline int sm_count() { return device_caps().sm_count; }
 
 // x [M][K] rounded to bf16 (nearest-even) into the linear's scratch slot 0 (linear.cu), for the
 // skinny kernels of M > 16 and the tiled kernels.

@@ -22,6 +22,12 @@
 namespace lockstep::kernels::cuda::lin {
 
 using QkWide = SkCfg<2, 64, 4, 1>;  // bf16 x, M 17..64: 8 MT token columns of fragments spill at 128
+// Where the device's shared memory does not hold those (SkCfg::SMALL: never in sm_90 code): 16
+// rows, 3 stages. M <= 16: 78-86 KiB at S = 4, within 99 KiB (sm_86 / sm_89 / sm_120). bf16 x:
+// 74-80 KiB for M 17..32 at S = 4, 123-126 KiB for M 33..64 (sm_80; on 99 KiB devices those
+// take the dequantized copy, the same bits).
+using QkSmall = SkCfg<1, 64, 3, 2, true>;
+using QkWideSmall = SkCfg<1, 64, 3, 1, true>;
 
 template <typename CF>
 struct IsWs : std::false_type {};
@@ -129,11 +135,15 @@ int quant_skinny(const Group& g, const float* x, int M, int K, int S, const SkQu
       *cfg_used = 2;
       return 2;
     }
+    if (quant_cfg_launch<QkSmall, QB>(g, x, M, K, S, q)) return 1;
     return 0;
   }
   const uint16_t* xb = x_to_bf16(x, M, K);
-  const bool ok = M <= 32 ? quant_launch_s<4, false, QkWide, QB>(g, xb, M, K, S, q)
-                          : quant_launch_s<8, false, QkWide, QB>(g, xb, M, K, S, q);
+  bool ok = M <= 32 ? quant_launch_s<4, false, QkWide, QB>(g, xb, M, K, S, q)
+                    : quant_launch_s<8, false, QkWide, QB>(g, xb, M, K, S, q);
+  if (!ok)
+    ok = M <= 32 ? quant_launch_s<4, false, QkWideSmall, QB>(g, xb, M, K, S, q)
+                 : quant_launch_s<8, false, QkWideSmall, QB>(g, xb, M, K, S, q);
   return ok ? 3 : 0;
 }
 

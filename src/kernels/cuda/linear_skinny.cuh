@@ -39,9 +39,11 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool va
 // DQ (quantized only): warps per row tile of a piece; the DQ - 1 extra ones only load and
 // dequantize (they hold no accumulators), so the ALU-bound dequantization has DQ times the warps
 // to hide its latency without more rows (or shared memory) per block.
-template <int WR_, int BK_, int STAGES_, int DQ_ = 1>
+// SMALL: a config for devices with less shared memory than Hopper's (kSmallSmemCode, common.cuh).
+template <int WR_, int BK_, int STAGES_, int DQ_ = 1, bool SMALL_ = false>
 struct SkCfg {
   static constexpr int WR = WR_, BK = BK_, STAGES = STAGES_, DQ = DQ_;
+  static constexpr bool SMALL = SMALL_;
 };
 
 template <int MT, bool XF32, int S, typename CF, int QB = 0>
@@ -172,10 +174,9 @@ __device__ __forceinline__ void skinny_merge_store(uint8_t* smem, float (&acc)[M
 // size (a power of two >= 32) and pair format (kPairBF16 / kPairF16); unused for QB = 0. A
 // quantized launch has one weight.
 template <int MT, bool XF32, int S, typename CF, int QB>
-__global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads,
-                                  Skinny<MT, XF32, S, CF, QB>::kMinBlocks)
-    linear_skinny(const __grid_constant__ Outs outs, const void* __restrict__ xv, int M, int K,
-                  int Ks, const uint32_t* __restrict__ sb, int lg, int pair_fmt) {
+__device__ __forceinline__ void skinny_body(const Outs& outs, const void* __restrict__ xv, int M,
+                                            int K, int Ks, const uint32_t* __restrict__ sb,
+                                            int lg, int pair_fmt) {
   using C = Skinny<MT, XF32, S, CF, QB>;
   constexpr int BK = C::kBK, STAGES = C::kStages, PT = C::kPT, ROWS = C::kRows;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -424,16 +425,16 @@ __global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads,
   skinny_merge_store<MT, S, C::kWR>(smem, acc, piece, wrow, mma_warp, n0, m0, N, M, bias, y);
 }
 
-inline int smem_optin() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    check(cudaGetDevice(&dev), "linear: get device");
-    check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
-          "linear: shared memory limit");
-    return v;
-  }();
-  return n;
+template <int MT, bool XF32, int S, typename CF, int QB>
+__global__ void __launch_bounds__(Skinny<MT, XF32, S, CF, QB>::kThreads,
+                                  Skinny<MT, XF32, S, CF, QB>::kMinBlocks)
+    linear_skinny(const __grid_constant__ Outs outs, const void* __restrict__ xv, int M, int K,
+                  int Ks, const uint32_t* __restrict__ sb, int lg, int pair_fmt) {
+  if constexpr (CF::SMALL && !kSmallSmemCode) __trap();  // never launched on sm_90 code
+  else skinny_body<MT, XF32, S, CF, QB>(outs, xv, M, K, Ks, sb, lg, pair_fmt);
 }
+
+inline int smem_optin() { return device_caps().smem_optin; }
 
 // A skinny kernel may take up to the device's per-block shared memory, and prefers shared memory
 // to L1 (its loads bypass L1), once per kernel.
@@ -461,6 +462,7 @@ bool launch_skinny3(const Group& g, const void* x, int M, int K, int Ks, const S
   using C = Skinny<MT, XF32, S, CF, QB>;
   const int bytes = C::smem(XF32 ? std::min(8 * MT, M) : 8 * MT);
   if (bytes > smem_optin()) return false;
+  if (CF::SMALL && device_caps().code_arch == 90) return false;  // its body is left out there
   constexpr auto kernel = linear_skinny<MT, XF32, S, CF, QB>;
   allow_smem_max<kernel>();
   const dim3 grid(g.blocks(C::kRows), (M + 8 * MT - 1) / (8 * MT));

@@ -211,6 +211,12 @@ void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S) {
   const int64_t want = sm_count() * 9 / 10;
   int pick = tile_override > 0 ? tile_override : 0;
   if (pick == 0) pick = blocks(128, 256) >= want ? 1 : (blocks(128, 128) >= want ? 2 : 3);
+  // A tile the device's shared memory does not hold gives way to the next smaller one (64 KiB
+  // fits every supported device): 163 KiB (sm_80) takes the 128 KiB tile, 99 KiB (sm_86 / sm_89 /
+  // sm_120) the 64 KiB one. A forced tile is a request, the same rule applies.
+  const int smem = device_caps().smem_optin;
+  if (pick == 1 && TileBig::kSmem > smem) pick = 2;
+  if (pick == 2 && TileMid::kSmem > smem) pick = 3;
   if (pick == 1)
     launch_tiled_cfg<TileBig, 128, 256, 64, 64, 4, 1>(g, x, M, K, Ks, S);
   else if (pick == 2)

@@ -270,15 +270,9 @@ void launch_wg(const Group& g, const uint16_t* x, int M, int K, int S) {
 }  // namespace
 
 bool wgmma_available() {
-  static const bool ok = [] {
-    if (const char* e = std::getenv("LOCKSTEP_CUDA_WGMMA"); e && std::strcmp(e, "0") == 0) return false;
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    // sm_90a code runs on compute capability 9.0 only.
-    return major == 9 && minor == 0 && encoder() != nullptr;
-  }();
+  // sm_90a code runs on compute capability 9.0 only (device_caps.h also honours
+  // LOCKSTEP_CUDA_WGMMA=0 and LOCKSTEP_CUDA_AS_CC).
+  static const bool ok = device_caps().wgmma && encoder() != nullptr;
   return ok;
 }
 

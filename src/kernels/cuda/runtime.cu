@@ -41,6 +41,8 @@ bool pdl_enabled() {
     const char* v = std::getenv("LOCKSTEP_CUDA_PDL");
     return !(v && std::strcmp(v, "0") == 0);
   }();
+  // Off wherever the device or the loaded code lacks it (device_caps.h), whatever is asked.
+  if (!device_caps().pdl) return false;
   const int o = pdl_override.load();
   return o == 0 ? env_on : o == 1;
 }
@@ -99,7 +101,8 @@ bool available(std::string* why_not) {
     if (why_not)
       *why_not = std::string("CUDA: device ") + prop.name + " has compute capability " +
                  std::to_string(prop.major) + "." + std::to_string(prop.minor) +
-                 " (bf16 tensor cores need 8.0 or newer; this build targets 9.0)";
+                 " (lockstep's BF16 tensor-core kernels need 8.0 or newer; this build has code for " +
+                 built_for() + ")";
     return false;
   }
   return true;
@@ -116,6 +119,9 @@ std::string describe_device() {
   out << prop.name << ", " << prop.multiProcessorCount << " SMs, "
       << static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0) << " GiB, cc "
       << prop.major << "." << prop.minor;
+  const DeviceCaps& caps = device_caps();  // throws when this build has no code for the device
+  if (caps.cc != caps.device_cc)
+    out << " (launches as cc " << caps.cc / 10 << "." << caps.cc % 10 << ": LOCKSTEP_CUDA_AS_CC)";
   return out.str();
 }
 
