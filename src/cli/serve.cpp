@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "cli/command.h"
@@ -146,6 +147,10 @@ const Command kServe("serve", "OpenAI-compatible HTTP server with continuous bat
   app.add_option("--http-threads", f->server.http_threads,
                  "Worker threads that parse and tokenize requests (default 4; connections need none)")
       ->check(CLI::Range(0, 4096));
+  app.add_option("--reasoning-budget", f->server.default_reasoning_budget,
+                 "Tokens a chat answer may spend in its <think> block before the server closes it, "
+                 "for requests that do not set reasoning_budget (default -1: no limit; 0: no reasoning)")
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app.get_option("--ctx-size")->description("KV cache capacity in tokens over all sequences "
                                             "(default: parallel x min(model context, 4096))");
   return [f] { return run_serve(*f); };

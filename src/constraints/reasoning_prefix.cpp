@@ -71,7 +71,9 @@ Grammar concatenate(const Grammar& first, const Grammar& second) {
 
 Grammar after_reasoning(const Grammar& inner, ReasoningStart start) {
   const std::string body = text_then("</think>");
-  const std::string ws = "reason-ws ::= [ \\t\\r\\n]*\n";
+  // Bounded, as JSON's whitespace is (JsonSchemaOptions::max_whitespace): with any amount
+  // allowed, a model that keeps writing newlines or tabs never reaches the answer.
+  const std::string ws = "reason-ws ::= [ \\t\\r\\n]{0," + std::to_string(kReasoningSpace) + "}\n";
   const std::string root = start == ReasoningStart::kOpened
                                ? "root ::= reason-0 reason-ws\n"
                                : "root ::= (reason-ws \"<think>\" reason-0)? reason-ws\n";

@@ -14,9 +14,13 @@ enum class ReasoningStart {
   kOptional,  // the answer may open with whitespace and one "<think>...</think>" block
 };
 
+// Whitespace allowed before "<think>" and between "</think>" and the answer: Qwen's templates
+// write "\n\n" there, and more is only layout, which the reasoning split drops anyway.
+inline constexpr int kReasoningSpace = 4;
+
 // The grammar (prefix) then `inner`: prefix = [any text without "</think>"] "</think>" ws for
 // kOpened, (ws "<think>" [any text without "</think>"] "</think>")? ws for kOptional, where ws
-// is [ \t\r\n]*.
+// is [ \t\r\n]{0,kReasoningSpace}.
 Grammar after_reasoning(const Grammar& inner, ReasoningStart start);
 
 // The grammar `first` then `second` (a new root: first's root, then second's).

@@ -4,20 +4,40 @@
 
 namespace lockstep {
 
-ConstraintTracker::ConstraintTracker(std::shared_ptr<const constraints::Constraint> constraint)
-    : constraint_(std::move(constraint)), state_(constraint_->start()) {}
+ConstraintTracker::ConstraintTracker(std::shared_ptr<const constraints::Constraint> constraint,
+                                     std::shared_ptr<const constraints::ReasoningBudget> budget)
+    : constraint_(std::move(constraint)) {
+  LOCKSTEP_CHECK(constraint_ || budget, "ConstraintTracker: neither a grammar nor a budget");
+  if (constraint_) grammar_.emplace(constraint_->start());
+  if (budget) budget_.emplace(budget->start());
+}
+
+void ConstraintTracker::take_row(size_t row) {
+  forced_[row] = budget_ ? budget_->forced() : -1;
+  if (!grammar_) return;
+  grammar_->allowed(masks_[row]);
+  // The grammars after a reasoning block allow its close wherever the budget forces it; any
+  // other grammar keeps its own rule, so the output always satisfies it.
+  if (forced_[row] >= 0 && !masks_[row].test(forced_[row])) forced_[row] = -1;
+}
 
 size_t ConstraintTracker::plan(std::span<const int32_t> drafts) {
   // A planned round whose forward never came back (an error) leaves no drafts behind.
-  state_.rollback(planned_);
+  if (grammar_) grammar_->rollback(planned_);
+  if (budget_) budget_->rollback(planned_);
   planned_ = 0;
-  if (masks_.size() < drafts.size() + 1) masks_.resize(drafts.size() + 1);
-  state_.allowed(masks_[0]);
+  if (forced_.size() < drafts.size() + 1) {
+    forced_.resize(drafts.size() + 1);
+    if (grammar_) masks_.resize(drafts.size() + 1);
+  }
+  take_row(0);
   for (const int32_t d : drafts) {
+    if (forced_[planned_] >= 0 && d != forced_[planned_]) break;
     // accept() refuses what allowed() would not contain (anything after an accepted EOS, too).
-    if (!state_.accept(d)) break;
+    if (grammar_ && !grammar_->accept(d)) break;
+    if (budget_) budget_->accept(d);
     ++planned_;
-    state_.allowed(masks_[planned_]);
+    take_row(planned_);
   }
   return planned_;
 }
@@ -26,16 +46,22 @@ void ConstraintTracker::settle(std::span<const int32_t> emitted) {
   LOCKSTEP_CHECK(!emitted.empty() && emitted.size() - 1 <= planned_,
                  "ConstraintTracker::settle: ", emitted.size(), " tokens for ", planned_,
                  " planned drafts");
-  state_.rollback(planned_ - (emitted.size() - 1));
+  const size_t drop = planned_ - (emitted.size() - 1);
   planned_ = 0;
+  if (budget_) {
+    budget_->rollback(drop);
+    budget_->accept(emitted.back());
+  }
+  if (!grammar_) return;
+  grammar_->rollback(drop);
   // Chosen under mask(emitted.size() - 1), so the state accepts it.
-  LOCKSTEP_CHECK(state_.accept(emitted.back()), "constraint refused a token its mask allowed (",
+  LOCKSTEP_CHECK(grammar_->accept(emitted.back()), "constraint refused a token its mask allowed (",
                  emitted.back(), ")");
 }
 
 bool ConstraintTracker::complete() const {
   // With EOS ids the decoder stops at the EOS token itself (is_eos).
-  return constraint_->vocab().eos_ids().empty() && state_.finished();
+  return grammar_ && constraint_->vocab().eos_ids().empty() && grammar_->finished();
 }
 
 ConstraintCheck check_constraint(const constraints::Constraint& constraint,

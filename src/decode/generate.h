@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "constraints/constraint.h"
+#include "constraints/reasoning_budget.h"
 #include "decode/speculative/drafter.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
@@ -36,6 +37,11 @@ struct GenerateOptions {
   // the grammar allows once it can end), or at the grammar's end when that vocabulary has none.
   // Shared, immutable; each request keeps its own ConstraintState.
   std::shared_ptr<const constraints::Constraint> constraint;
+  // A limit on the tokens inside a thinking model's reasoning block: once spent, the block's
+  // close is forced token by token (constraints/reasoning_budget.h). With a constraint too, the
+  // forced tokens must be ones its grammar allows (the grammars after a reasoning block do).
+  // Shared, immutable; each request keeps its own state.
+  std::shared_ptr<const constraints::ReasoningBudget> reasoning_budget;
   // -1: none; N >= 0: record each chosen token's log-probability under the model's raw
   // distribution and the N most likely alternatives (OpenAI logprobs).
   int top_logprobs = -1;

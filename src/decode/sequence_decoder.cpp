@@ -37,7 +37,8 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
   if (options_.drafter && options_.draft_width < 1)
     fail("draft width must be >= 1, got ", options_.draft_width);
   if (history_.empty()) fail("the prompt is empty (at least one token is needed)");
-  if (options_.constraint) constraint_ = std::make_unique<ConstraintTracker>(options_.constraint);
+  if (options_.constraint || options_.reasoning_budget)
+    constraint_ = std::make_unique<ConstraintTracker>(options_.constraint, options_.reasoning_budget);
   prefilled_ = seq_->length;
   if (prefilled_ >= static_cast<int64_t>(prompt_len_))
     fail("decoder: the given state already holds ", prefilled_, " of ", prompt_len_,
@@ -134,12 +135,16 @@ bool SequenceDecoder::choose_and_emit(const ForwardResult& out, int64_t row) {
   const int64_t V = model_.config().vocab_size;
   const TokenHistory history{history_, static_cast<int64_t>(prompt_len_)};
   int32_t token;
-  if (constraint_) {
+  const size_t plan_row = constraint_ ? static_cast<size_t>(round_row_++) : 0;
+  const constraints::TokenMask* mask = constraint_ ? constraint_->mask(plan_row) : nullptr;
+  if (constraint_ && constraint_->forced(plan_row) >= 0) {
+    // The reasoning budget's close: the same token whatever the logits (or the backend) say.
+    token = constraint_->forced(plan_row);
+  } else if (mask) {
     LOCKSTEP_CHECK(static_cast<int64_t>(out.logits.size()) >= (row + 1) * V,
                    "a constrained row came back without logits");
     token = sampler_.choose({&out.logits[row * V], static_cast<size_t>(V)}, history,
-                            static_cast<int64_t>(history_.size()),
-                            constraint_->mask(static_cast<size_t>(round_row_++)));
+                            static_cast<int64_t>(history_.size()), *mask);
   } else {
     token = chosen_token(out, row, sampler_, history, V);
   }

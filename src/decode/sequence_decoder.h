@@ -64,10 +64,12 @@ class SequenceDecoder {
   int64_t prefilled_ = 0;      // prompt tokens already in the cache
   std::vector<int32_t> block_;  // tokens of the pending item
   bool hidden_drafter_;
-  // Items carry rules: no logprobs wanted, no constraint (masked rows are chosen on the host from
-  // downloaded logits, on every backend), LOCKSTEP_HOST_SAMPLING unset.
+  // Items carry rules: no logprobs wanted, no grammar (masked rows are chosen on the host from
+  // downloaded logits, on every backend), LOCKSTEP_HOST_SAMPLING unset. A reasoning budget alone
+  // keeps the backend's choice: its forced rows take the forced token, whatever was chosen.
   bool backend_chooses_;
-  std::unique_ptr<ConstraintTracker> constraint_;  // when options_.constraint is set
+  // When options_.constraint or options_.reasoning_budget is set.
+  std::unique_ptr<ConstraintTracker> constraint_;
   int64_t round_row_ = 0;  // the pending item's row being chosen (its mask's index)
   TokenRules rules_;      // the pending item's
   bool finished_ = false;

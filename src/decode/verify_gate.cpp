@@ -51,6 +51,7 @@ GateReport run_gate(Model& model, const GateConfig& cfg,
     base.sampling.temperature = temp;
     base.sampling.seed = cfg.seed;
     base.constraint = cfg.constraint;
+    base.reasoning_budget = cfg.reasoning_budget;
 
     std::vector<std::vector<int32_t>> baseline;
     for (const auto& p : cfg.prompts) {

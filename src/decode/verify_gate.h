@@ -26,6 +26,8 @@ struct GateConfig {
   Model* draft_model = nullptr;       // adds draft/wK cases
   // Every case, the baseline included, decodes under this constraint (each with its own state).
   std::shared_ptr<const constraints::Constraint> constraint;
+  // Every case decodes under this reasoning budget too (GenerateOptions::reasoning_budget).
+  std::shared_ptr<const constraints::ReasoningBudget> reasoning_budget;
 };
 
 struct GateCase {

@@ -44,8 +44,10 @@ class ConstraintCache {
   size_t size() const;       // compiled constraints held
   size_t compiles() const;   // compilations so far (cache misses), for tests
 
- private:
+  // The model's constraint vocabulary (built on first use), special tokens without bytes.
   std::shared_ptr<const constraints::TokenVocabulary> vocabulary(bool with_eos);
+
+ private:
   std::shared_ptr<const constraints::TokenVocabulary> shown_vocabulary(bool with_eos);
   std::shared_ptr<const constraints::Constraint> lookup(const std::string& key);
   std::shared_ptr<const constraints::Constraint> insert(const std::string& key,

@@ -6,6 +6,7 @@
 #include "constraints/reasoning_prefix.h"
 #include "decode/speculative/drafters.h"
 #include "server/api_error.h"
+#include "server/reasoning_budget.h"
 #include "server/structured_output.h"
 #include "server/tool_request.h"
 #include "server/tools/call_grammar.h"
@@ -234,6 +235,11 @@ ParsedRequest parse_completion(const Body& body, const ServingContext& ctx) {
   check_model_name(body, ctx);
   out.request.prompt = completion_prompt(body, ctx);
   parse_common(body, ctx, out);
+  // A completion's text is never split into reasoning (no template marks a block), so a limit
+  // on the block would silently do nothing; -1 (no limit) is harmless and accepted.
+  if (parse_reasoning_budget(body).value_or(-1) >= 0)
+    bad_field(reasoning_budget_field(body), "applies to chat answers (/v1/chat/completions, /v1/responses)",
+              "unsupported_parameter");
   return out;
 }
 
@@ -296,6 +302,8 @@ ParsedRequest parse_chat(const Body& body, const ServingContext& ctx) {
         [&] { return constraints::after_reasoning(inner->grammar(), start); }, with_eos,
         /*shown=*/!from_format);
   }
+  // Composes with that constraint: the forced close is text the reasoning grammar allows.
+  out.request.options.reasoning_budget = chat_reasoning_budget(body, out.reasoning, ctx);
   return out;
 }
 

@@ -164,7 +164,8 @@ Body chat_request_of(const Body& req) {
   }
   if (has(req, "max_output_tokens")) chat["max_tokens"] = req.at("max_output_tokens");
   for (const char* k : {"temperature", "top_p", "top_k", "min_p", "seed", "parallel_tool_calls", "stream", "spec",
-                        "draft_width", "logit_bias", "user", "chat_template_kwargs"})
+                        "draft_width", "logit_bias", "user", "chat_template_kwargs", "reasoning_budget",
+                        "thinking_budget_tokens", "thinking_token_budget"})
     if (req.contains(k)) chat[k] = req.at(k);
   // The Response object's usage comes from the chat stream's usage chunk.
   if (chat.value("stream", false)) chat["stream_options"] = {{"include_usage", true}};

@@ -25,6 +25,9 @@ struct ServerConfig {
   std::string default_spec = "none";
   int default_draft_width = 0;     // 0: the mode's default
   int http_threads = 0;            // request workers (parsing, tokenizing); 0: 4
+  // Tokens a chat answer may spend in its reasoning block when the request does not say
+  // (--reasoning-budget); -1: no limit.
+  int64_t default_reasoning_budget = -1;
 };
 
 struct ServingContext {

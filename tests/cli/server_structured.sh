@@ -2,7 +2,8 @@
 # Structured output and reasoning over HTTP (tests/server/structured.mjs): response_format
 # answers satisfy their schema and are identical under speculation, streaming and batching; bad
 # schemas are 400s naming the field. A second server runs the shipped model with a template that
-# opens <think>, for reasoning_content.
+# opens <think>, for reasoning_content and the reasoning budget (tests/server/reasoning_budget.mjs;
+# a third one with --reasoning-budget 3 for the server default).
 # Usage: bash server_structured.sh <lockstep-binary> <source-dir>
 set -euo pipefail
 bin="$1"
@@ -10,7 +11,8 @@ src="$(cd "$2" && pwd)"
 tmp="$(mktemp -d)"
 server_pid=""
 think_pid=""
-trap '[[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; [[ -n "$think_pid" ]] && kill "$think_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+thinkb_pid=""
+trap 'for p in "$server_pid" "$think_pid" "$thinkb_pid"; do [[ -n "$p" ]] && kill "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 source "$src/tests/server/server_lib.sh"
 
@@ -28,16 +30,22 @@ PY
 
 cache=$(bash "$src/tests/server/fetch_openai.sh" "$src")
 start_server server --threads 1 --parallel 8 --prefill-chunk 16
-start_server think -m "$tmp/thinking" --threads 1 --parallel 2
+start_server think -m "$tmp/thinking" --threads 1 --parallel 2 --draft-model "$src/models/lockstep-draft-3m"
+start_server thinkb -m "$tmp/thinking" --threads 1 --parallel 1 --reasoning-budget 3
 node "$src/tests/server/structured.mjs" "$cache" "$server_url" "$think_url" "$bin" || {
-  tail -20 "$tmp/server.log" "$tmp/think.log" >&2
+  tail -n 20 "$tmp/server.log" "$tmp/think.log" >&2
   fail "structured output checks failed"
 }
-for pid in "$server_pid" "$think_pid"; do
+node "$src/tests/server/reasoning_budget.mjs" "$cache" "$think_url" "$thinkb_url" || {
+  tail -n 20 "$tmp/think.log" "$tmp/thinkb.log" >&2
+  fail "reasoning budget checks failed"
+}
+for pid in "$server_pid" "$think_pid" "$thinkb_pid"; do
   rc=0
   stop_server "$pid" || rc=$?
   [[ $rc == 0 ]] || fail "server exited with $rc after SIGTERM"
 done
 server_pid=""
 think_pid=""
+thinkb_pid=""
 echo "server_structured: ok"

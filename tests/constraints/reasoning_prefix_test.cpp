@@ -29,6 +29,9 @@ TEST(ReasoningPrefix, OpenedBlockThenTheAnswer) {
   EXPECT_FALSE(matches(g, "done</think> not json"));          // after it, the inner grammar
   EXPECT_FALSE(viable_prefix(g, "done</think>{\"a\":\"x\""));
   EXPECT_FALSE(matches(g, "x</think>{\"a\":1}</think>"));  // one block only
+  // Up to kReasoningSpace whitespace characters between the block and the answer, no more.
+  EXPECT_TRUE(matches(g, "x</think> \t\r\n{\"a\":1}"));
+  EXPECT_FALSE(viable_prefix(g, "x</think>\n\n\n\n\n"));
 }
 
 TEST(ReasoningPrefix, OptionalBlockMayBeSkipped) {
@@ -39,6 +42,8 @@ TEST(ReasoningPrefix, OptionalBlockMayBeSkipped) {
   EXPECT_FALSE(matches(g, "<think>unclosed yes"));
   EXPECT_FALSE(matches(g, "maybe"));
   EXPECT_FALSE(matches(g, "<think></think>maybe"));
+  EXPECT_TRUE(matches(g, "\n\n\n\n<think>x</think>\n\n\n\nyes"));
+  EXPECT_FALSE(viable_prefix(g, "\n\n\n\n\n"));
 }
 
 TEST(ReasoningPrefix, ConcatenationKeepsBothGrammars) {

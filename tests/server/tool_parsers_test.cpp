@@ -151,6 +151,23 @@ TEST(Llama3Parser, TextAndMalformedJson) {
   check(p, {"<|python", "<|python", {}});
 }
 
+TEST(Llama3Parser, PythonicCallsAndLlama4Tags) {
+  Llama3Parser p;
+  check(p, {R"([get_weather(city="Paris", days=3), ping()])", "",
+            {{"get_weather", R"({"city":"Paris","days":3})"}, {"ping", "{}"}}});
+  check(p, {"<|python_tag|>[get_weather(city='Par\\'is', units=['C', \"F\"])]", "",
+            {{"get_weather", R"({"city":"Par'is","units":["C","F"]})"}}});
+  check(p, {"<|python_start|>[ping(deep=True, none=None)]<|python_end|>\n", "", {{"ping", R"({"deep":true,"none":null})"}}});
+  check(p, {R"(<|python_start|>{"name": "ping", "parameters": {}}<|python_end|>)", "", {{"ping", "{}"}}});
+}
+
+TEST(Llama3Parser, MalformedPythonicStaysText) {
+  Llama3Parser p;
+  for (std::string bad : {"[see the docs](https://x)", "[]", "[ping(]", "[ping(a=1)] and more", "[ping(1)]",
+                          "[ping(a=undefined_name)]", "[ping(a=1, a=2)]", "<|python_start|>[ping(a=)]<|python_end|>"})
+    check(p, {bad, bad, {}});
+}
+
 TEST(MistralParser, BothForms) {
   MistralParser p;
   check(p, {R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "ping", "arguments": {}}])",
@@ -192,6 +209,7 @@ TEST(ToolFamily, ChosenFromTheTemplate) {
   EXPECT_EQ(tool_family("<tool_call>\n<function={{ name }}>"), ToolFamily::kQwenXml);
   EXPECT_EQ(tool_family("<tool_call>\n{\"name\": ...}"), ToolFamily::kHermes);
   EXPECT_EQ(tool_family("<|start_header_id|>ipython<|end_header_id|>"), ToolFamily::kLlama3);
+  EXPECT_EQ(tool_family("<|header_start|>assistant<|header_end|>"), ToolFamily::kLlama3);
   EXPECT_EQ(tool_family("{{ messages }}"), ToolFamily::kHermes);
 }
 

@@ -1,7 +1,10 @@
-// Llama 3.x JSON tool calls: the whole answer is the call, optionally after <|python_tag|>,
-//   {"name": "get_weather", "parameters": {"city": "Paris"}}
-// (several calls separated by ';' are accepted too). An answer that starts otherwise is text.
-// The call is only known once the answer has ended, so a streamed call arrives with the end.
+// Llama 3.x / Llama 4 tool calls: the whole answer is the call, optionally after <|python_tag|>
+// (Llama 3.1) or between <|python_start|> and <|python_end|> (Llama 4), in either of the forms
+// Meta's prompts teach:
+//   {"name": "get_weather", "parameters": {"city": "Paris"}}     JSON (several separated by ';')
+//   [get_weather(city="Paris"), ping()]                           pythonic (Llama 3.2, Llama 4)
+// An answer that starts otherwise is text. The call is only known once the answer has ended, so
+// a streamed call arrives with the end.
 #pragma once
 
 #include "server/tools/tool_call.h"

@@ -17,7 +17,8 @@ ToolFamily tool_family(std::string_view t) {
   if (has("[TOOL_CALLS]")) return has("[ARGS]") ? ToolFamily::kMistralArgs : ToolFamily::kMistralJson;
   if (has("<function=")) return ToolFamily::kQwenXml;
   if (has("<tool_call>")) return ToolFamily::kHermes;
-  if (has("<|python_tag|>") || has("<|start_header_id|>")) return ToolFamily::kLlama3;
+  // Llama 3.x, and Llama 4 (<|header_start|>), whose calls take the same forms.
+  if (has("<|python_tag|>") || has("<|start_header_id|>") || has("<|header_start|>")) return ToolFamily::kLlama3;
   return ToolFamily::kHermes;
 }
 
@@ -49,7 +50,7 @@ std::vector<std::string> family_markers(ToolFamily f) {
   switch (f) {
     case ToolFamily::kHermes:
     case ToolFamily::kQwenXml: return {"<tool_call>", "</tool_call>"};
-    case ToolFamily::kLlama3: return {"<|python_tag|>"};
+    case ToolFamily::kLlama3: return {"<|python_tag|>", "<|python_start|>", "<|python_end|>"};
     case ToolFamily::kMistralJson:
     case ToolFamily::kMistralArgs: return {"[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"};
     case ToolFamily::kGemma4: return {"<|tool_call>", "<tool_call|>", "<|\"|>"};

@@ -4,7 +4,8 @@
 //   contains "[TOOL_CALLS]"                  -> Mistral; the [ARGS] form when it contains "[ARGS]"
 //   contains "<function=" (and <tool_call>)  -> Qwen3-Coder / Qwen3.5 XML
 //   contains "<tool_call>"                   -> Qwen3 / Hermes JSON
-//   contains "<|python_tag|>" or "<|start_header_id|>" -> Llama 3.x JSON
+//   contains "<|python_tag|>", "<|start_header_id|>" or "<|header_start|>"
+//                                            -> Llama 3.x / Llama 4, JSON or pythonic
 //   anything else                            -> Qwen3 / Hermes JSON
 // The first rule that matches wins (Qwen3-Coder's template also contains "<tool_call>").
 #pragma once
