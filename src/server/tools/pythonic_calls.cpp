@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/utf8.h"
+
 namespace lockstep::server::tools {
 
 namespace {
@@ -13,24 +15,6 @@ constexpr int kMaxDepth = 64;
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
          c == '-';
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 // A recursive-descent reader over the text; every method returns false on malformed input and
@@ -188,12 +172,12 @@ class Reader {
         case 'f': out += '\f'; break;
         case '0': out += '\0'; break;
         case '\\': case '\'': case '"': out += e; break;
-        case 'x': if (!hex(2, cp)) return false; append_utf8(out, cp); break;
+        case 'x': if (!hex(2, cp)) return false; utf8::append(out, static_cast<char32_t>(cp)); break;
         case 'u': if (!hex(4, cp)) return false; [[fallthrough]];
         case 'U':
           if (e == 'U' && !hex(8, cp)) return false;
           if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return false;  // not a character
-          append_utf8(out, cp);
+          utf8::append(out, static_cast<char32_t>(cp));
           break;
         default: out += '\\'; out += e;  // Python keeps unknown escapes as written
       }
