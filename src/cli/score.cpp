@@ -1,7 +1,9 @@
 // lockstep score: per-position top logits and log-probabilities of a token sequence.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -19,8 +21,23 @@ struct ScoreFlags {
   ModelFlags model;
   std::string ids, prompt;
   int top = 5;
-  bool json = false;
+  bool json = false, logits_hash = false;
 };
+
+// FNV-1a (64-bit) over the bytes of a row of float logits, as 16 hex digits: equal strings mean
+// bitwise equal rows, which is how runs on different machines (x86 and Arm, scripts/
+// test-arm64.sh) are compared without shipping whole logit tables.
+std::string fnv1a_hex(const float* row, int64_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &row[i], sizeof bits);
+    for (int b = 0; b < 4; ++b) h = (h ^ ((bits >> (8 * b)) & 0xffu)) * 0x100000001b3ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
 
 int run_score(const ScoreFlags& f) {
   if (f.prompt.empty() == f.ids.empty()) fail("give exactly one of --ids 1,2,3 or -p TEXT");
@@ -60,6 +77,7 @@ int run_score(const ScoreFlags& f) {
     std::vector<float> tl;
     for (int i = 0; i < top; ++i) tl.push_back(row[order[i]]);
     pos["top_logits"] = tl;
+    if (f.logits_hash) pos["logits_fnv1a"] = fnv1a_hex(row, V);
     if (p + 1 < n) {
       const double lp = double(row[ids[p + 1]]) - log_z;
       pos["next_logprob"] = lp;
@@ -77,10 +95,12 @@ int run_score(const ScoreFlags& f) {
     j["perplexity"] = n > 1 ? nlohmann::json(ppl) : nlohmann::json(nullptr);
     std::cout << j.dump() << "\n";
   } else {
-    std::printf("%5s %8s %12s  %s\n", "pos", "id", "next_logprob", "top ids (logit)");
+    std::printf("%5s %8s %s%12s  %s\n", "pos", "id", f.logits_hash ? "logits_fnv1a     " : "",
+                "next_logprob", "top ids (logit)");
     for (int64_t p = 0; p < n; ++p) {
       const auto& pos = positions[p];
       std::printf("%5lld %8d ", static_cast<long long>(p), ids[p]);
+      if (f.logits_hash) std::printf("%s ", pos["logits_fnv1a"].get<std::string>().c_str());
       if (pos["next_logprob"].is_null())
         std::printf("%12s  ", "-");
       else
@@ -102,6 +122,9 @@ const Command kScore("score", "Score a token sequence: top logits and log-probab
                        app.add_option("-p,--prompt", f->prompt, "Text (encoded with the tokenizer)");
                        app.add_option("--top", f->top, "Top logits to report per position (default 5)")
                            ->check(CLI::NonNegativeNumber);
+                       app.add_flag("--logits-hash", f->logits_hash,
+                                    "Also give each position's whole logit row as a hash (FNV-1a "
+                                    "of its float bits): equal hashes, bitwise equal logits");
                        app.add_flag("--json", f->json, "Print JSON");
                        return [f] { return run_score(*f); };
                      });

@@ -10,6 +10,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define LOCKSTEP_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define LOCKSTEP_PAUSE() __asm__ __volatile__("yield")  // Arm's spin-wait hint, as pause on x86
 #else
 #define LOCKSTEP_PAUSE() std::this_thread::yield()
 #endif

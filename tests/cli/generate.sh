@@ -38,6 +38,15 @@ run --temp 0.9 --seed 12 > "$tmp/s3.json"
 "$bin" score -m "$tmp/m" --ids 1,2,3,4,5 --top 3 --json > "$tmp/score.json"
 grep -q '"perplexity":[0-9]' "$tmp/score.json" || fail "score: no perplexity: $(cat "$tmp/score.json")"
 [[ "$(grep -o '"top_ids"' "$tmp/score.json" | wc -l)" == 5 ]] || fail "score: expected 5 positions"
+# score --logits-hash: one 16-digit hash per position; the same row bits give the same hash with
+# another thread count and when the row is scored inside a shorter prompt.
+hashes() { grep -o '"logits_fnv1a":"[0-9a-f]\{16\}"' "$1" | tr '\n' ' '; }
+"$bin" score -m "$tmp/m" --ids 1,2,3,4,5 --logits-hash --json --threads 1 > "$tmp/h1.json"
+"$bin" score -m "$tmp/m" --ids 1,2,3,4,5 --logits-hash --json --threads 2 > "$tmp/h2.json"
+"$bin" score -m "$tmp/m" --ids 1,2,3 --logits-hash --json > "$tmp/h3.json"
+[[ "$(hashes "$tmp/h1.json" | wc -w)" == 5 ]] || fail "score --logits-hash: $(cat "$tmp/h1.json")"
+[[ "$(hashes "$tmp/h1.json")" == "$(hashes "$tmp/h2.json")" ]] || fail "logit hashes differ by threads"
+[[ "$(hashes "$tmp/h1.json")" == "$(hashes "$tmp/h3.json")"* ]] || fail "logit hashes differ by length"
 
 # Errors: clear message, non-zero exit, no crash.
 expect_error() {  # expect_error PATTERN ARGS...

@@ -33,6 +33,15 @@ inline std::vector<uint8_t> random_weight(DType t, size_t n, uint32_t seed) {
   return out;
 }
 
+// Targets a loop over hwy::SupportedAndGeneratedTargets() must at least visit. x86's baseline is
+// no Highway target, so a build there always has a SIMD target and the scalar fallback; on
+// aarch64 NEON is the baseline and no fallback is compiled, so a CPU without SVE has one target.
+#if defined(__x86_64__) || defined(__i386__)
+inline constexpr int kMinTargets = 2;
+#else
+inline constexpr int kMinTargets = 1;
+#endif
+
 inline bool same_bits(const float* a, const float* b, size_t n) {
   return std::memcmp(a, b, n * sizeof(float)) == 0;
 }

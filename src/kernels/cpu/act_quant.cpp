@@ -7,6 +7,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/cpu/fma_targets.h"
+#include "kernels/cpu/vec_math-inl.h"
 #include "kernels/quant_int8.h"
 #include "kernels/ref/quant_int8_ref.h"
 #include "kernels/schedule.h"
@@ -19,7 +20,8 @@ void QuantizeActs(const float* x, int64_t M, int64_t K, int64_t block, Int8Acts&
 #if LOCKSTEP_HWY_NO_FMA
   ref::quantize_acts(x, M, K, block, a);
 #else
-  using DF = hn::CappedTag<float, kLanes>;
+  // kN lanes at compile time and at run time (on scalable SVE too: see vec_math-inl.h).
+  using DF = vm::ScheduleTag;
   const DF df;
   const hn::RebindToSigned<DF> di;
   const hn::Rebind<int8_t, DF> d8;

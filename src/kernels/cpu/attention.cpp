@@ -16,11 +16,18 @@
 #include "kernels/ref/ref_ops.h"
 #include "kernels/schedule.h"
 
+#if LOCKSTEP_HWY_SVE  // runs the NEON pass's kernel (fma_targets.h says why)
+namespace lockstep::kernels::N_NEON {
+void AttendTasks(const float* q, const AttentionRow* rows, int64_t n_heads, const KvLayerView& kv,
+                 float scale, float* out, int64_t b, int64_t e);
+}
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace lockstep::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if !LOCKSTEP_HWY_NO_FMA
+#if !LOCKSTEP_HWY_NO_FMA && !LOCKSTEP_HWY_SVE
 using DF = hn::CappedTag<float, kLanes>;
 using VF = decltype(hn::Zero(DF()));
 constexpr size_t kN = hn::MaxLanes(DF());
@@ -175,6 +182,12 @@ HWY_INLINE void values_for(float* const* scores, const float* inv, int64_t hd, i
 }
 #endif
 
+#if LOCKSTEP_HWY_SVE
+void AttendTasks(const float* q, const AttentionRow* rows, int64_t n_heads, const KvLayerView& kv,
+                 float scale, float* out, int64_t b, int64_t e) {
+  N_NEON::AttendTasks(q, rows, n_heads, kv, scale, out, b, e);
+}
+#else
 // The G query heads q[a * hd ..] (a < G) that share one KV head, each computed exactly as
 // ref::attend_one: scores[a * n ..] and out[a * hd ..] per head. Heads are taken kQ at a time for
 // the scores and two at a time for the values, so each key and value row is loaded once per such
@@ -255,6 +268,8 @@ void AttendTasks(const float* q, const AttentionRow* rows, int64_t n_heads, cons
         [&](int64_t j) { return vh + off[j]; }, scores.data(), out + head0);
   }
 }
+
+#endif  // LOCKSTEP_HWY_SVE
 
 }  // namespace lockstep::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -15,11 +15,18 @@
 #include "kernels/ref/ref_ops.h"
 #include "kernels/schedule.h"
 
+#if LOCKSTEP_HWY_SVE  // runs the NEON pass's kernel (fma_targets.h says why)
+namespace lockstep::kernels::N_NEON {
+void LinearCols(const float* x, int64_t M, DType dtype, const void* w, int64_t K, int64_t n0,
+                int64_t n1, float* y, int64_t N);
+}
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace lockstep::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if !LOCKSTEP_HWY_NO_FMA
+#if !LOCKSTEP_HWY_NO_FMA && !LOCKSTEP_HWY_SVE
 using DF = hn::CappedTag<float, kLanes>;
 using VF = decltype(hn::Zero(DF()));
 constexpr size_t kN = hn::MaxLanes(DF());
@@ -145,12 +152,14 @@ void linear_cols(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, 
   for (int64_t nb = n0; nb < n1; nb += kColBlock)
     rows_block<kRows, kCols>(x, M, w, K, nb, std::min(n1, nb + kColBlock), y, N);
 }
-#endif  // !LOCKSTEP_HWY_NO_FMA
+#endif  // !LOCKSTEP_HWY_NO_FMA && !LOCKSTEP_HWY_SVE
 
 void LinearCols(const float* x, int64_t M, DType dtype, const void* w, int64_t K, int64_t n0,
                 int64_t n1, float* y, int64_t N) {
 #if LOCKSTEP_HWY_NO_FMA
   ref::linear_cols(x, M, dtype, w, K, n0, n1, y, N);
+#elif LOCKSTEP_HWY_SVE
+  N_NEON::LinearCols(x, M, dtype, w, K, n0, n1, y, N);
 #else
   switch (dtype) {
     case DType::F32:

@@ -39,11 +39,18 @@ constexpr int nibble_lane(int j) { return j < 8 ? 2 * j : 2 * (j - 8) + 1; }
 }  // namespace lockstep::kernels
 #endif
 
+#if LOCKSTEP_HWY_SVE  // runs the NEON pass's kernel (fma_targets.h says why)
+namespace lockstep::kernels::N_NEON {
+void QuantLinearCols(const float* x, const float* xperm, int64_t M, const Weight& w, int64_t n0,
+                     int64_t n1, float* y);
+}
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace lockstep::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if !LOCKSTEP_HWY_NO_FMA
+#if !LOCKSTEP_HWY_NO_FMA && !LOCKSTEP_HWY_SVE
 using DF = hn::CappedTag<float, kLanes>;
 using VF = decltype(hn::Zero(DF()));
 using DU = hn::RebindToUnsigned<DF>;
@@ -226,7 +233,7 @@ void quant_cols(const float* x, int64_t M, const Weight& w, int64_t n0, int64_t 
       return quant_cols<Bits, ScalesF32>(x, M, w, n0, n1, y);
   }
 }
-#endif  // !LOCKSTEP_HWY_NO_FMA
+#endif  // !LOCKSTEP_HWY_NO_FMA && !LOCKSTEP_HWY_SVE
 
 // x: the activations; xperm: the same with each 16-block in nibble_lane order (4-bit only).
 void QuantLinearCols(const float* x, const float* xperm, int64_t M, const Weight& w, int64_t n0,
@@ -234,6 +241,8 @@ void QuantLinearCols(const float* x, const float* xperm, int64_t M, const Weight
 #if LOCKSTEP_HWY_NO_FMA
   (void)xperm;
   ref::quant_linear_cols(x, M, w, n0, n1, y);
+#elif LOCKSTEP_HWY_SVE
+  N_NEON::QuantLinearCols(x, xperm, M, w, n0, n1, y);
 #else
   if (w.bits == 8) return quant_cols<8>(x, M, w, n0, n1, y);
   (void)x;

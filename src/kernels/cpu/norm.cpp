@@ -18,7 +18,7 @@ namespace lockstep::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #if !LOCKSTEP_HWY_NO_FMA
-using DF = hn::CappedTag<float, kLanes>;
+using DF = vm::ScheduleTag;  // kN lanes at compile time and at run time
 constexpr size_t kN = hn::MaxLanes(DF());
 constexpr int kG = kLanes / static_cast<int>(kN);
 HWY_INLINE float sum_sq(const float* x, int64_t D) { return vm::dot16<kG>(DF(), x, x, D); }

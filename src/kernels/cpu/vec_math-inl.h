@@ -15,30 +15,65 @@ namespace vm {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // The fixed tree lane[l] += lane[l + s] for s = half width .. 1, on one vector: each step adds
-// the upper half onto the lower half, which is the scalar tree's step for every l at once.
-template <class D, class V>
-HWY_INLINE float fold_halves(D d, V v) {
-  if constexpr (hn::MaxLanes(D()) == 1) {
+// the upper half onto the lower half, which is the scalar tree's step for every l at once. The
+// lane count kNow of D is carried along rather than read from MaxLanes(Half<D>): on SVE, Highway
+// 1.0.3's Half halves both the cap and the power of two, so MaxLanes of a half tag counts half
+// the lanes it has (8, 2, 0) and never reaches 1. Lanes() at run time is right.
+template <size_t kNow, class D, class V>
+HWY_INLINE float fold_halves_n(D d, V v) {
+  if constexpr (kNow == 1) {
     (void)d;
     return hn::GetLane(v);
   } else {
     const hn::Half<D> dh;
-    return fold_halves(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+    return fold_halves_n<kNow / 2>(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+template <class D, class V>
+HWY_INLINE float fold_halves(D d, V v) {
+  return fold_halves_n<hn::MaxLanes(D())>(d, v);  // exact for the full tag (ScheduleTag)
+}
+
+// The float vectors of the schedule on this target: at most 16 lanes, and a lane count known at
+// compile time (kN = MaxLanes, which the kernels' loops, tiles and folds are built on) that is
+// also the count at run time. On fixed-width targets (x86, NEON, and SVE_256 and SVE2_128, which
+// Highway compiles for one vector length) that is CappedTag<float, 16>. On scalable SVE (HWY_SVE,
+// HWY_SVE2) MaxLanes is only an upper bound: at a 128-bit vector length CappedTag<float, 16> has
+// MaxLanes 16 but 4 lanes at run time, and a loop stepping kN would skip three quarters of the
+// elements. There the cap is 4 lanes (128 bits, the shortest SVE vector): exactly 4 at every
+// vector length.
+#if HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SVE_256 && HWY_TARGET != HWY_SVE2_128
+using ScheduleTag = hn::CappedTag<float, 4>;
+#else
+using ScheduleTag = hn::CappedTag<float, kLanes>;
+#endif
+static_assert(hn::MaxLanes(ScheduleTag()) <= kLanes);
+
+// fold_lanes() of 16 logical lanes held in kG vectors of 16 / kG lanes (lane l of the schedule is
+// lane l % n of vector l / n), given as values (SVE vectors cannot be array elements; a1..a3 are
+// unused when kG is smaller). The first steps (s = 8 for two vectors; s = 8, 4 for four) add
+// whole vectors, in lane order.
+template <int kG, class D, class V>
+HWY_INLINE float fold16(D d, V a0, V a1, V a2, V a3) {
+  static_assert(kG == 1 || kG == 2 || kG == 4, "16 lanes in 1, 2 or 4 vectors");
+  if constexpr (kG == 1) {
+    return fold_halves(d, a0);
+  } else if constexpr (kG == 2) {
+    return fold_halves(d, hn::Add(a0, a1));
+  } else {
+    return fold_halves(d, hn::Add(hn::Add(a0, a2), hn::Add(a1, a3)));
   }
 }
 
-// fold_lanes() of 16 logical lanes held in kG vectors of 16 / kG lanes (lane l of the schedule is
-// lane l % n of vector l / n). The first steps (s = 8 for two vectors; s = 8, 4 for four) add
-// whole vectors, in lane order.
+// The same from an array of kG vectors (targets with sized vectors only).
 template <int kG, class D, class V>
 HWY_INLINE float fold16(D d, const V* acc) {
-  static_assert(kG == 1 || kG == 2 || kG == 4, "16 lanes in 1, 2 or 4 vectors");
   if constexpr (kG == 1) {
-    return fold_halves(d, acc[0]);
+    return fold16<1>(d, acc[0], acc[0], acc[0], acc[0]);
   } else if constexpr (kG == 2) {
-    return fold_halves(d, hn::Add(acc[0], acc[1]));
+    return fold16<2>(d, acc[0], acc[1], acc[0], acc[0]);
   } else {
-    return fold_halves(d, hn::Add(hn::Add(acc[0], acc[2]), hn::Add(acc[1], acc[3])));
+    return fold16<4>(d, acc[0], acc[1], acc[2], acc[3]);
   }
 }
 
@@ -48,23 +83,31 @@ template <int kG, class D>
 HWY_INLINE float dot16(D d, const float* a, const float* b, int64_t K) {
   constexpr size_t kN = hn::MaxLanes(D());
   static_assert(kN * kG == kLanes, "kG vectors of D make the 16 lanes");
-  using V = decltype(hn::Zero(d));
-  V acc[kG];
-  for (int g = 0; g < kG; ++g) acc[g] = hn::Zero(d);
+  // Named accumulators, not an array, so that SVE compiles it; only the first kG are used.
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
   const int64_t full = K / kLanes * kLanes;
-  for (int64_t k = 0; k < full; k += kLanes)
-    for (int g = 0; g < kG; ++g)
-      acc[g] = hn::MulAdd(hn::LoadU(d, a + k + g * kN), hn::LoadU(d, b + k + g * kN), acc[g]);
+  for (int64_t k = 0; k < full; k += kLanes) {
+    a0 = hn::MulAdd(hn::LoadU(d, a + k), hn::LoadU(d, b + k), a0);
+    if constexpr (kG >= 2) a1 = hn::MulAdd(hn::LoadU(d, a + k + kN), hn::LoadU(d, b + k + kN), a1);
+    if constexpr (kG == 4) {
+      a2 = hn::MulAdd(hn::LoadU(d, a + k + 2 * kN), hn::LoadU(d, b + k + 2 * kN), a2);
+      a3 = hn::MulAdd(hn::LoadU(d, a + k + 3 * kN), hn::LoadU(d, b + k + 3 * kN), a3);
+    }
+  }
   if (full < K) {
     HWY_ALIGN float ap[kLanes] = {}, bp[kLanes] = {};
     for (int64_t i = 0; i < K - full; ++i) {
       ap[i] = a[full + i];
       bp[i] = b[full + i];
     }
-    for (int g = 0; g < kG; ++g)
-      acc[g] = hn::MulAdd(hn::Load(d, ap + g * kN), hn::Load(d, bp + g * kN), acc[g]);
+    a0 = hn::MulAdd(hn::Load(d, ap), hn::Load(d, bp), a0);
+    if constexpr (kG >= 2) a1 = hn::MulAdd(hn::Load(d, ap + kN), hn::Load(d, bp + kN), a1);
+    if constexpr (kG == 4) {
+      a2 = hn::MulAdd(hn::Load(d, ap + 2 * kN), hn::Load(d, bp + 2 * kN), a2);
+      a3 = hn::MulAdd(hn::Load(d, ap + 3 * kN), hn::Load(d, bp + 3 * kN), a3);
+    }
   }
-  return fold16<kG>(d, acc);
+  return fold16<kG>(d, a0, a1, a2, a3);
 }
 
 // exp_f32 of every lane (math.h: range reduction with a two-part ln2, degree-7 Horner polynomial,
