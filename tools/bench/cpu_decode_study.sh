@@ -3,8 +3,7 @@
 # a random Qwen3-0.6B-shaped checkpoint in BF16, lockstep 4-bit / 8-bit (group 64) against
 # llama.cpp Q4_0 --pure / Q8_0 of the same BF16 weights, at each thread count, alternated engine
 # by engine and round by round. Besides the defaults, lockstep runs with the CPU tuning choices of
-# src/kernels/cpu/cpu_tuning.h (software prefetch distance, weights copied into huge pages) and
-# pinned to the first T cores, so one call shows which of them moves decode on this CPU. Made for
+# src/kernels/cpu/cpu_tuning.h (software prefetch distance and locality) and pinned to the first T cores, so one call shows which of them moves decode on this CPU. Made for
 # the GPU machine's 16-core host (a compiler and CMake, no network); runs anywhere with them.
 #   tools/bench/cpu_decode_study.sh LLAMA_SRC.tar.xz [threads="2 16"] [rounds=2]
 #   LOCKSTEP_BIN (default: the packed engine's run-lockstep, else build/lockstep); OUT: logs.
@@ -68,7 +67,6 @@ for r in $(seq 1 "$rounds"); do
     rec "llama.cpp-bf16" "$(ll_run "$t" "$work/bf16.gguf")"
     rec "lockstep-bf16" "$(ls_run "$t" "$work/bf16")"
     if [ "$t" = "${threads%% *}" ]; then  # the tuning variants at the first thread count only
-      rec "lockstep-bf16-copy" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_WEIGHTS=copy)"
       rec "lockstep-bf16-pin" "$(ls_run "$t" "$work/bf16" --pin)"
       for pf in 0 12288 24576; do
         rec "lockstep-bf16-pf$pf" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_BYTES=$pf)"
@@ -77,7 +75,6 @@ for r in $(seq 1 "$rounds"); do
         rec "lockstep-bf16-$h" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_HINT=$h)"
         rec "lockstep-bf16-$h-pf12288" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_HINT=$h LOCKSTEP_CPU_PREFETCH_BYTES=12288)"
       done
-      rec "lockstep-q4-copy" "$(ls_run "$t" "$work/q4" LOCKSTEP_CPU_WEIGHTS=copy)"
     fi
     rec "llama.cpp-q4_0" "$(ll_run "$t" "$work/q4_0.gguf")"
     rec "lockstep-q4" "$(ls_run "$t" "$work/q4")"

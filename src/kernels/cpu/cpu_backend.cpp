@@ -9,13 +9,10 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
-#include <utility>
-#include <vector>
 
 #include "core/error.h"
 #include "core/profile.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/cpu_tuning.h"
 #include "kernels/gated_delta.h"
 #include "kernels/math.h"
 
@@ -105,27 +102,7 @@ class CpuBackend final : public Backend {
                                                  rules[r], scratch);
   }
   DType kv_dtype() const override { return DType::F32; }
-  // Weights are read in place from the checkpoint's file mapping, or (cpu_tuning.h) copied into
-  // huge pages: a decode step streams every weight once, and 4 KiB file pages cost a TLB miss
-  // and a restarted hardware prefetch stream per page.
-  Weight place(const Weight& host) override {
-    if (!copy_weights_to_huge_pages()) return host;
-    Weight w = host;
-    const bool quant = host.quant != QuantFormat::None;
-    const int64_t data_bytes = quant ? host.rows * host.cols * host.bits / 8
-                                     : host.rows * host.cols * int64_t(dtype_size(host.dtype));
-    w.data = huge_copy(host.data, data_bytes);
-    if (quant) {
-      const int64_t groups = host.rows * (host.cols / host.group_size);
-      const int64_t b = groups * static_cast<int64_t>(dtype_size(host.scale_dtype));
-      w.scales = huge_copy(host.scales, b);
-      if (host.biases) w.biases = huge_copy(host.biases, b);
-    }
-    return w;
-  }
-  ~CpuBackend() override {
-    for (const auto& [p, bytes] : huge_) munmap(p, bytes);
-  }
+  Weight place(const Weight& host) override { return host; }
 
   void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) override {
     kernels::linear(x, M, w, bias, y, *threads_);
@@ -259,23 +236,8 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool* threads_;
-  // Copies `bytes` of src into memory that asks for transparent huge pages (2 MiB aligned).
-  const void* huge_copy(const void* src, int64_t bytes) {
-    if (!src || bytes <= 0) return src;
-    constexpr size_t kHuge = size_t{2} << 20;
-    const size_t len = (static_cast<size_t>(bytes) + kHuge - 1) / kHuge * kHuge;
-    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) fail("cannot allocate ", len, " bytes for a weight copy");
-    madvise(p, len, MADV_HUGEPAGE);  // a hint: without THP the copy still works, in 4 KiB pages
-    std::memcpy(p, src, static_cast<size_t>(bytes));
-    std::lock_guard<std::mutex> lock(mu_);
-    huge_.emplace_back(p, len);
-    return p;
-  }
-
   std::mutex mu_;
   std::unordered_map<void*, size_t> mapped_;
-  std::vector<std::pair<void*, size_t>> huge_;  // weight copies (place), freed with the backend
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_tuning.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -47,28 +48,27 @@ int read_prefetch_locality() {
   fail("LOCKSTEP_CPU_PREFETCH_HINT=", v, ": expected nta, t2, t1 or t0");
 }
 
-bool read_copy_weights() {
-  const char* v = std::getenv("LOCKSTEP_CPU_WEIGHTS");
-  if (!v || !*v || std::strcmp(v, "map") == 0) return false;
-  if (std::strcmp(v, "copy") == 0) return true;
-  fail("LOCKSTEP_CPU_WEIGHTS=", v, ": expected map (read the checkpoint in place) or copy "
-       "(copy the weights into huge pages)");
-}
 }  // namespace
 
-int64_t gemv_prefetch_bytes() {
-  static const int64_t bytes = read_prefetch_bytes();
+// The environment's values on first use; set_gemv_prefetch replaces them.
+std::atomic<int64_t>& prefetch_bytes() {
+  static std::atomic<int64_t> bytes{read_prefetch_bytes()};
   return bytes;
 }
-
-int gemv_prefetch_locality() {
-  static const int locality = read_prefetch_locality();
+std::atomic<int>& prefetch_locality() {
+  static std::atomic<int> locality{read_prefetch_locality()};
   return locality;
 }
 
-bool copy_weights_to_huge_pages() {
-  static const bool copy = read_copy_weights();
-  return copy;
+int64_t gemv_prefetch_bytes() { return prefetch_bytes().load(std::memory_order_relaxed); }
+int gemv_prefetch_locality() { return prefetch_locality().load(std::memory_order_relaxed); }
+
+void set_gemv_prefetch(int64_t bytes, int locality) {
+  if (bytes < 0 || locality < 0 || locality > 3)
+    fail("set_gemv_prefetch: bytes ", bytes, " (expected >= 0), locality ", locality,
+         " (expected 0..3)");
+  prefetch_bytes() = bytes;
+  prefetch_locality() = locality;
 }
 
 }  // namespace lockstep::kernels

@@ -14,10 +14,7 @@ int64_t gemv_prefetch_bytes();
 // 0, t2 = 1, t1 = 2, t0 = 3; by default t2 on Intel CPUs and nta on others, cpu_tuning.cpp says
 // why). Where a line lands decides which miss queue tracks it.
 int gemv_prefetch_locality();
-
-// Whether CpuBackend::place copies float weights out of the checkpoint's file mapping into
-// anonymous memory backed by transparent huge pages (LOCKSTEP_CPU_WEIGHTS=copy), instead of
-// reading them in place (=map).
-bool copy_weights_to_huge_pages();
+// Overrides both (tests: every choice must give the oracle's bits). locality 0..3.
+void set_gemv_prefetch(int64_t bytes, int locality);
 
 }  // namespace lockstep::kernels
