@@ -66,8 +66,9 @@ TEST_F(ChoiceTextShown, TokensUntilCountsTheTokensThatReachAnOffset) {
   EXPECT_EQ(text.tokens_until(0), 0);
   for (size_t i = 0; i < ends.size(); ++i) {
     EXPECT_EQ(text.tokens_until(ends[i]), static_cast<int64_t>(i) + 1) << i;
-    if (i + 1 < ends.size() && ends[i] + 1 <= ends[i + 1])
+    if (i + 1 < ends.size() && ends[i] + 1 <= ends[i + 1]) {
       EXPECT_EQ(text.tokens_until(ends[i] + 1), static_cast<int64_t>(i) + 2) << i;
+    }
   }
   EXPECT_EQ(text.tokens_until(ends.back() + 100), static_cast<int64_t>(all.size()));
 }

@@ -129,7 +129,9 @@ TEST(ReasoningSplitter, ReasoningEndSpansTheBlock) {
   for (const Case& c : cases()) {
     const size_t end = ReasoningSplitter::reasoning_end(c.text, c.mode);
     EXPECT_EQ(end > 0, c.has_reasoning) << c.text;
-    if (c.has_reasoning) EXPECT_NE(c.text.substr(0, end).find(c.reasoning), std::string::npos) << c.text;
+    if (c.has_reasoning) {
+      EXPECT_NE(c.text.substr(0, end).find(c.reasoning), std::string::npos) << c.text;
+    }
   }
 }
 
