@@ -65,6 +65,7 @@ std::string ChoiceText::push(int32_t id) {
   } else {
     decoded_ += decoder_->push(id);
   }
+  ends_.push_back(decoded_.size());
   const size_t end = safe_end();
   std::string delta = decoded_.substr(sent_.size(), end - sent_.size());
   sent_ += delta;
@@ -84,6 +85,13 @@ std::string ChoiceText::finish(size_t text_limit) {
   std::string delta = text.size() > sent_.size() ? text.substr(sent_.size()) : "";
   sent_ += delta;
   return delta;
+}
+
+int64_t ChoiceText::tokens_until(size_t text_end) const {
+  if (text_end == 0) return 0;
+  const auto it = std::lower_bound(ends_.begin(), ends_.end(), text_end);
+  return it == ends_.end() ? static_cast<int64_t>(tokens_.size())
+                           : static_cast<int64_t>(it - ends_.begin()) + 1;
 }
 
 }  // namespace lockstep::server

@@ -27,6 +27,9 @@ class ChoiceText {
   std::string finish(size_t text_limit);
 
   const std::vector<int32_t>& tokens() const { return tokens_; }
+  // How many of the tokens it took for the streamed text to reach `text_end` bytes (all of them
+  // when it never did): the reasoning block's tokens are those up to the end of its </think>.
+  int64_t tokens_until(size_t text_end) const;
   const std::string& sent() const { return sent_; }  // everything returned so far
 
  private:
@@ -42,6 +45,7 @@ class ChoiceText {
   std::unique_ptr<StreamDecoder> decoder_;
   std::vector<int32_t> tokens_;
   std::string decoded_;  // concatenated decoder output
+  std::vector<size_t> ends_;  // decoded_.size() after each token
   std::string sent_;     // its prefix already returned
 };
 

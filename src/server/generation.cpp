@@ -82,6 +82,9 @@ class WholeResponse : public PendingResponse {
           if (!choices_[i].tool_calls.empty() && ev.finish_reason == "stop") choices_[i].finish_reason = "tool_calls";
         }
         choices_[i].tokens = static_cast<int64_t>(texts_[i].tokens().size());
+        if (parsed_.endpoint == Endpoint::Chat)
+          choices_[i].reasoning_tokens = texts_[i].tokens_until(
+              ReasoningSplitter::reasoning_end(texts_[i].sent(), parsed_.reasoning));
       }
     }
     if (finished_count_ < streams_.size()) return false;

@@ -107,6 +107,18 @@ ReasoningParts ReasoningSplitter::finish() {
   return out;
 }
 
+size_t ReasoningSplitter::reasoning_end(std::string_view text, ReasoningMode mode) {
+  size_t from = 0;
+  if (mode == ReasoningMode::kOff) return 0;
+  if (mode == ReasoningMode::kDetect) {
+    const size_t p = text.find_first_not_of(kSpace);
+    if (p == std::string_view::npos || !text.substr(p).starts_with(kOpen)) return 0;
+    from = p + kOpen.size();
+  }
+  const size_t e = text.find(kClose, from);
+  return e == std::string_view::npos ? text.size() : e + kClose.size();
+}
+
 ReasoningParts ReasoningSplitter::split(std::string_view text, ReasoningMode mode, bool* has_reasoning) {
   ReasoningSplitter s(mode);
   ReasoningParts all = s.push(text);

@@ -41,6 +41,10 @@ class ReasoningSplitter {
   // True once a reasoning block was seen (the response then carries reasoning_content).
   bool has_reasoning() const { return has_reasoning_; }
 
+  // Bytes of `text` that the reasoning block spans, its tags included: 0 without one, the whole
+  // text when it never closes (what usage.completion_tokens_details.reasoning_tokens counts).
+  static size_t reasoning_end(std::string_view text, ReasoningMode mode);
+
   // The whole text at once: push(text) then finish(), concatenated.
   static ReasoningParts split(std::string_view text, ReasoningMode mode, bool* has_reasoning = nullptr);
 

@@ -59,11 +59,13 @@ ResponseHeader new_response_header(Endpoint endpoint, const std::string& model) 
   return h;
 }
 
-json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+                int64_t reasoning_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
           {"total_tokens", prompt_tokens + completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens}}},
+          {"completion_tokens_details", {{"reasoning_tokens", reasoning_tokens}}}};
 }
 
 json logprobs_json(Endpoint endpoint, const Tokenizer* tok, std::span<const TokenLogprob> lps,
@@ -101,10 +103,11 @@ json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& cho
                    bool with_logprobs, const Tokenizer* tok, int64_t prompt_tokens, int64_t cached_tokens) {
   json j = head(h, false);
   json list = json::array();
-  int64_t completion = 0;
+  int64_t completion = 0, reasoning = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& c = choices[i];
     completion += c.tokens;
+    reasoning += c.reasoning_tokens;
     json choice;
     choice["index"] = i;
     if (h.endpoint == Endpoint::Completion) {
@@ -128,7 +131,7 @@ json full_response(const ResponseHeader& h, const std::vector<ChoiceResult>& cho
     list.push_back(std::move(choice));
   }
   j["choices"] = std::move(list);
-  j["usage"] = usage_json(prompt_tokens, completion, cached_tokens);
+  j["usage"] = usage_json(prompt_tokens, completion, cached_tokens, reasoning);
   return j;
 }
 
@@ -176,10 +179,11 @@ std::vector<json> tool_call_chunks(const ResponseHeader& h, int index, int call_
   return out;
 }
 
-json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+                 int64_t reasoning_tokens) {
   json j = head(h, true);
   j["choices"] = json::array();
-  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens);
+  j["usage"] = usage_json(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens);
   return j;
 }
 

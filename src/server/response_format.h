@@ -38,11 +38,14 @@ struct ChoiceResult {
   std::string finish_reason;
   std::vector<TokenLogprob> logprobs;
   int64_t tokens = 0;
+  int64_t reasoning_tokens = 0;  // of `tokens`, those of the reasoning block
   std::vector<IdentifiedCall> tool_calls;  // chat with tools: message.tool_calls (content null when empty)
 };
 
-// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"}}.
-nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details": {"cached_tokens"},
+//  "completion_tokens_details": {"reasoning_tokens"}}.
+nlohmann::ordered_json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens,
+                                  int64_t reasoning_tokens);
 
 // Logprobs of `lps` in the endpoint's format (completions: tokens / token_logprobs /
 // top_logprobs / text_offset starting at `text_offset`; chat: {"content": [...]}).
@@ -67,7 +70,7 @@ std::vector<nlohmann::ordered_json> tool_call_chunks(const ResponseHeader& h, in
                                                      const IdentifiedCall& call, bool include_usage);
 // The final usage chunk: "choices": [].
 nlohmann::ordered_json usage_chunk(const ResponseHeader& h, int64_t prompt_tokens, int64_t completion_tokens,
-                                   int64_t cached_tokens);
+                                   int64_t cached_tokens, int64_t reasoning_tokens);
 
 // JSON text; invalid UTF-8 (a token that is half a character) becomes U+FFFD.
 std::string to_text(const nlohmann::ordered_json& j);

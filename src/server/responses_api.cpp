@@ -206,7 +206,9 @@ class ResponseBuilder {
             {"input_tokens_details",
              {{"cached_tokens", chat_usage.value("prompt_tokens_details", json::object()).value("cached_tokens", 0)}}},
             {"output_tokens", out},
-            {"output_tokens_details", {{"reasoning_tokens", 0}}},
+            {"output_tokens_details",
+             {{"reasoning_tokens",
+               chat_usage.value("completion_tokens_details", json::object()).value("reasoning_tokens", 0)}}},
             {"total_tokens", in + out}};
   }
 

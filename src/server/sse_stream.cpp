@@ -52,7 +52,7 @@ class SseResponse : public PendingResponse {
     if (open_ > 0) return false;
     if (parsed_.include_usage)
       out += sse_event(usage_chunk(header_, static_cast<int64_t>(parsed_.request.prompt.size()),
-                                   completion_tokens_, cached_tokens_));
+                                   completion_tokens_, cached_tokens_, reasoning_tokens_));
     out += "data: [DONE]\n\n";
     done_ = true;
     return true;
@@ -90,6 +90,9 @@ class SseResponse : public PendingResponse {
       }
       delta += texts_[i].finish(ev.text_limit);
       finish = ev.finish_reason;
+      if (header_.endpoint == Endpoint::Chat)
+        reasoning_tokens_ += texts_[i].tokens_until(
+            ReasoningSplitter::reasoning_end(texts_[i].sent(), parsed_.reasoning));
       cached_tokens_ = open_ + 1 == streams_.size() ? ev.cached_tokens : std::min(cached_tokens_, ev.cached_tokens);
     }
     // The text of this poll, split as the whole response's would be (ReasoningSplitter).
@@ -154,6 +157,7 @@ class SseResponse : public PendingResponse {
   std::vector<bool> finished_;
   size_t open_;                      // choices not finished
   int64_t completion_tokens_ = 0;
+  int64_t reasoning_tokens_ = 0;  // of those, in the choices' reasoning blocks
   int64_t cached_tokens_ = 0;  // the fewest prompt tokens any choice found in the prefix cache
   bool started_ = false, done_ = false;
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "hwy/targets.h"
+#include "kernels/cpu/cpu_tuning.h"
 #include "kernels/ops.h"
 #include "kernels/ref/ref_ops.h"
 #include "test_util.h"
@@ -101,6 +102,35 @@ TEST(Linear, OneRowPathOnEveryCompiledTargetMatchesOracle) {
       hwy::SetSupportedTargetsForTest(0);
     }
   }
+}
+
+// The prefetch choices of cpu_tuning.h (distance, locality, none) only move loads: every one of
+// them gives the oracle's bits on the one-row path, on every target (the default locality is
+// vendor-dependent, so CI on either vendor tests them all here).
+TEST(Linear, EveryPrefetchChoiceGivesTheOraclesBits) {
+  const int64_t N = 45, K = 2064;
+  const int64_t bytes0 = gemv_prefetch_bytes();
+  const int locality0 = gemv_prefetch_locality();
+  for (DType t : kTypes) {
+    const auto wbytes = test::random_weight(t, N * K, 23);
+    const Weight w{t, N, K, wbytes.data()};
+    const auto x = test::random_floats(K, 29);
+    std::vector<float> oracle(N);
+    ref::linear_cols(x.data(), 1, t, w.data, K, 0, N, oracle.data(), N);
+    for (int64_t bytes : {int64_t{0}, int64_t{64}, int64_t{6144}, int64_t{12288}, int64_t{1} << 20})
+      for (int locality = 0; locality <= 3; ++locality) {
+        set_gemv_prefetch(bytes, locality);
+        for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+          hwy::SetSupportedTargetsForTest(target);
+          auto y = run(x.data(), 1, w, nullptr, 2);
+          EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), N))
+              << dtype_name(t) << " bytes=" << bytes << " locality=" << locality << " target "
+              << hwy::TargetName(target);
+        }
+        hwy::SetSupportedTargetsForTest(0);
+      }
+  }
+  set_gemv_prefetch(bytes0, locality0);
 }
 
 TEST(Linear, CloseToDoublePrecision) {

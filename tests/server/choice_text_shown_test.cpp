@@ -3,6 +3,7 @@
 // stop-string cut (counted by the engine in the text without them) lands in the same place.
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,28 @@ TEST_F(ChoiceTextShown, CutsWhereTheEngineCut) {
   for (int32_t id : all) text.push(id);
   text.finish(4);
   EXPECT_EQ(text.sent(), "ab<|im_start|>cd");
+}
+
+// tokens_until(n): how many tokens the text needed to reach n bytes, each token's own end
+// counted from a one-token-at-a-time decode.
+TEST_F(ChoiceTextShown, TokensUntilCountsTheTokensThatReachAnOffset) {
+  const std::vector<int32_t> all = ids("def f(x):\n    return x + 1");
+  ASSERT_GT(all.size(), 3u);
+  ChoiceText text(tok_.get(), {});
+  std::vector<size_t> ends;
+  for (int32_t id : all) {
+    text.push(id);
+    ends.push_back(tok_->decode(std::span<const int32_t>(all.data(), ends.size() + 1), true).size());
+  }
+  text.finish(std::string::npos);
+  EXPECT_EQ(text.tokens_until(0), 0);
+  for (size_t i = 0; i < ends.size(); ++i) {
+    EXPECT_EQ(text.tokens_until(ends[i]), static_cast<int64_t>(i) + 1) << i;
+    if (i + 1 < ends.size() && ends[i] + 1 <= ends[i + 1]) {
+      EXPECT_EQ(text.tokens_until(ends[i] + 1), static_cast<int64_t>(i) + 2) << i;
+    }
+  }
+  EXPECT_EQ(text.tokens_until(ends.back() + 100), static_cast<int64_t>(all.size()));
 }
 
 }  // namespace

@@ -88,6 +88,31 @@ const rItem = resp.output.find((o) => o.type === "reasoning");
 check(rItem?.content?.[0]?.text === base.message.reasoning_content && resp.output_text === base.message.content,
       `responses.create: ${JSON.stringify(resp.output)}`);
 
+// 2b. usage.completion_tokens_details.reasoning_tokens: the tokens up to and including the one
+// that completes "</think>" (every token when the block never closes), whole, streamed and in
+// /v1/responses' output_tokens_details.
+const throughClose = (choice) => {
+  const p = pieces(choice);
+  let text = "";
+  for (let i = 0; i < p.length; ++i) if ((text += p[i]).includes("</think>")) return i + 1;
+  return p.length;
+};
+const whole = await client.chat.completions.create(chat({ reasoning_budget: 6 }));
+const expectR = throughClose(whole.choices[0]);
+check(expectR > 6 && whole.usage?.completion_tokens_details?.reasoning_tokens === expectR,
+      `reasoning_tokens ${JSON.stringify(whole.usage)}, expected ${expectR}`);
+const freeWhole = await client.chat.completions.create(chat({}));
+check(freeWhole.usage?.completion_tokens_details?.reasoning_tokens === freeWhole.usage?.completion_tokens,
+      `an unclosed block's reasoning_tokens ${JSON.stringify(freeWhole.usage)}`);
+let streamedUsage = null;
+for await (const chunk of await client.chat.completions.create({ ...chat({ reasoning_budget: 6 }), stream: true,
+                                                                  stream_options: { include_usage: true } }))
+  if (chunk.usage) streamedUsage = chunk.usage;
+check(streamedUsage?.completion_tokens_details?.reasoning_tokens === expectR, `streamed usage ${JSON.stringify(streamedUsage)}`);
+check(resp.usage?.output_tokens_details?.reasoning_tokens === expectR, `responses usage ${JSON.stringify(resp.usage)}`);
+const plain = await client.completions.create({ model: "default", prompt: "x", max_tokens: 3 });
+check(plain.usage?.completion_tokens_details?.reasoning_tokens === 0, `completions usage ${JSON.stringify(plain.usage)}`);
+
 // 3. With a JSON schema the block still closes at the budget, and content satisfies the schema.
 const schema = { type: "object", properties: { name: { type: "string", maxLength: 8 }, ok: { type: "boolean" } },
                  required: ["name", "ok"], additionalProperties: false };

@@ -115,6 +115,26 @@ std::unique_ptr<Tokenizer> with_think_tags(bool special) {
   return Tokenizer::from_json(j.dump());
 }
 
+// reasoning_end: the bytes the block spans, tags included, on every case above; the split's
+// reasoning text always lies inside them.
+TEST(ReasoningSplitter, ReasoningEndSpansTheBlock) {
+  EXPECT_EQ(ReasoningSplitter::reasoning_end("plain answer", ReasoningMode::kDetect), 0u);
+  EXPECT_EQ(ReasoningSplitter::reasoning_end("<think>a</think>b", ReasoningMode::kDetect), 16u);
+  EXPECT_EQ(ReasoningSplitter::reasoning_end("\n <think>a</think>b", ReasoningMode::kDetect), 18u);
+  EXPECT_EQ(ReasoningSplitter::reasoning_end("<think>never closed", ReasoningMode::kDetect), 19u);
+  EXPECT_EQ(ReasoningSplitter::reasoning_end("text <think>late</think>", ReasoningMode::kDetect), 0u);
+  EXPECT_EQ(ReasoningSplitter::reasoning_end("reasoned</think>\n\nanswer", ReasoningMode::kOpened), 16u);
+  EXPECT_EQ(ReasoningSplitter::reasoning_end("all reasoning", ReasoningMode::kOpened), 13u);
+  EXPECT_EQ(ReasoningSplitter::reasoning_end("<think>a</think>b", ReasoningMode::kOff), 0u);
+  for (const Case& c : cases()) {
+    const size_t end = ReasoningSplitter::reasoning_end(c.text, c.mode);
+    EXPECT_EQ(end > 0, c.has_reasoning) << c.text;
+    if (c.has_reasoning) {
+      EXPECT_NE(c.text.substr(0, end).find(c.reasoning), std::string::npos) << c.text;
+    }
+  }
+}
+
 TEST(ReasoningMode, FollowsTheTokenizerAndThePrompt) {
   const auto plain = Tokenizer::load(std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-16m");
   const auto tags = with_think_tags(false);

@@ -9,6 +9,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/linear.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/cpu/cpu_tuning.h"
 #include "kernels/cpu/fma_targets.h"
 #include "kernels/cpu/vec_math-inl.h"
 #include "kernels/ops.h"
@@ -50,23 +51,19 @@ HWY_INLINE VF load_w(const hwy::float16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(df16, p));
 }
 
-// Bytes of weights a one-row call asks for ahead of the ones it reads, summed over the rows of a
-// tile. Measured on the development VM (AMD EPYC, Zen 5; 1 and 2 threads, weights from DRAM):
-// 6 to 8 KB read at 0.9 to 1.0 of the rate of a plain sequential sum over the same bytes (a
-// whole tile ahead, as before, 0.84 to 0.93); 12 KB and more fall behind again, likely because
-// lines prefetched into the 48 KB L1 leave it before they are used.
-constexpr int64_t kPrefetchBytes = 6144;
-
-// Elements of each row that a one-row tile of C columns reads ahead of (see tile()).
+// Elements of each row that a one-row tile of C columns reads ahead of (see tile()), for
+// `bytes` ahead in total over the tile's rows (cpu_tuning.h: gemv_prefetch_bytes()).
 template <int C, typename WT>
-HWY_INLINE int64_t prefetch_ahead(int64_t K) {
-  return std::min<int64_t>(K, kPrefetchBytes / C / 64 * (64 / sizeof(WT)));
+HWY_INLINE int64_t prefetch_ahead(int64_t K, int64_t bytes) {
+  return std::min<int64_t>(K, bytes / C / 64 * (64 / sizeof(WT)));
 }
 
 // Computes a tile of R rows x C columns. x rows are K floats apart; w rows K elements apart.
 // Full 16-blocks are read in place; the tail block reads zero-padded copies.
-template <int R, int C, typename WT>
-HWY_INLINE void tile(const float* x, const WT* w, int64_t K, float* y, int64_t ldy) {
+// Hint: __builtin_prefetch's locality (0 = prefetchnta ... 3 = prefetcht0).
+template <int R, int C, typename WT, int Hint = 0>
+HWY_INLINE void tile(const float* x, const WT* w, int64_t K, float* y, int64_t ldy,
+                     int64_t ahead) {
   const DF df;
   VF acc[R][C][kG];
   for (int r = 0; r < R; ++r)
@@ -77,14 +74,14 @@ HWY_INLINE void tile(const float* x, const WT* w, int64_t K, float* y, int64_t l
   // One-row calls stream the weights once from DRAM and are bound by the lines in flight: every
   // 64 bytes each row asks for its line `ahead` elements on, and once that passes the row's end,
   // for the same place in the next tile's row (tile rows are contiguous, the next tile starts C
-  // rows on). The C streams so run kPrefetchBytes ahead in total, across tile boundaries, and
-  // the hardware never waits on a prefetcher that has to learn C short streams anew per tile.
+  // rows on). The C streams so run gemv_prefetch_bytes() ahead in total, across tile boundaries,
+  // and the hardware never waits on a prefetcher that has to learn C short streams anew per tile.
+  // `ahead` = 0: no software prefetch.
   constexpr int64_t kLine = 64 / sizeof(WT);
-  const int64_t ahead = prefetch_ahead<C, WT>(K);
   for (int64_t k = 0; k < full; k += kLanes) {
-    if (R == 1 && k % kLine == 0) {
+    if (R == 1 && ahead > 0 && k % kLine == 0) {
       const WT* p = k + ahead < K ? w + k + ahead : w + C * K + (k + ahead - K);
-      for (int c = 0; c < C; ++c) __builtin_prefetch(p + c * K, 0, 0);
+      for (int c = 0; c < C; ++c) __builtin_prefetch(p + c * K, 0, Hint);
     }
     for (int g = 0; g < kG; ++g) {
       VF wv[C], xv[R];
@@ -120,19 +117,23 @@ constexpr int kRows = kN >= 16 ? 4 : 2;
 constexpr int kCols = kN >= 16 ? 4 : 2;
 constexpr int kGemvCols = kN >= 16 ? 8 : 4;
 
-template <int R, int C, typename WT>
+template <int R, int C, typename WT, int Hint = 0>
 void rows_block(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, int64_t n1,
-                float* y, int64_t N) {
+                float* y, int64_t N, int64_t pf_bytes) {
+  const int64_t ahead_c = prefetch_ahead<C, WT>(K, pf_bytes);
+  const int64_t ahead_1 = prefetch_ahead<1, WT>(K, pf_bytes);
   int64_t m = 0;
   for (; m + R <= M; m += R) {
     int64_t n = n0;
-    for (; n + C <= n1; n += C) tile<R, C>(x + m * K, w + n * K, K, y + m * N + n, N);
-    for (; n < n1; ++n) tile<R, 1>(x + m * K, w + n * K, K, y + m * N + n, N);
+    for (; n + C <= n1; n += C)
+      tile<R, C, WT, Hint>(x + m * K, w + n * K, K, y + m * N + n, N, ahead_c);
+    for (; n < n1; ++n) tile<R, 1, WT, Hint>(x + m * K, w + n * K, K, y + m * N + n, N, ahead_1);
   }
   for (; m < M; ++m) {
     int64_t n = n0;
-    for (; n + C <= n1; n += C) tile<1, C>(x + m * K, w + n * K, K, y + m * N + n, N);
-    for (; n < n1; ++n) tile<1, 1>(x + m * K, w + n * K, K, y + m * N + n, N);
+    for (; n + C <= n1; n += C)
+      tile<1, C, WT, Hint>(x + m * K, w + n * K, K, y + m * N + n, N, ahead_c);
+    for (; n < n1; ++n) tile<1, 1, WT, Hint>(x + m * K, w + n * K, K, y + m * N + n, N, ahead_1);
   }
 }
 
@@ -141,16 +142,21 @@ void linear_cols(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, 
                  float* y, int64_t N) {
   if (M == 1) {
     // The first tile has no tile before it to have asked for the start of its rows.
-    const int64_t ahead = prefetch_ahead<kGemvCols, WT>(K);
+    const int64_t pf_bytes = gemv_prefetch_bytes();
+    const int64_t ahead = prefetch_ahead<kGemvCols, WT>(K, pf_bytes);
     for (int64_t n = n0; n < std::min<int64_t>(n1, n0 + kGemvCols); ++n)
       for (int64_t k = 0; k < ahead; k += 64 / sizeof(WT)) __builtin_prefetch(w + n * K + k, 0, 0);
-    rows_block<1, kGemvCols>(x, M, w, K, n0, n1, y, N);
-    return;
+    switch (gemv_prefetch_locality()) {
+      case 0: return rows_block<1, kGemvCols, WT, 0>(x, M, w, K, n0, n1, y, N, pf_bytes);
+      case 1: return rows_block<1, kGemvCols, WT, 1>(x, M, w, K, n0, n1, y, N, pf_bytes);
+      case 2: return rows_block<1, kGemvCols, WT, 2>(x, M, w, K, n0, n1, y, N, pf_bytes);
+      default: return rows_block<1, kGemvCols, WT, 3>(x, M, w, K, n0, n1, y, N, pf_bytes);
+    }
   }
   // Column blocks small enough that their weights stay in L2 while every row tile passes over.
   constexpr int64_t kColBlock = 64;
   for (int64_t nb = n0; nb < n1; nb += kColBlock)
-    rows_block<kRows, kCols>(x, M, w, K, nb, std::min(n1, nb + kColBlock), y, N);
+    rows_block<kRows, kCols>(x, M, w, K, nb, std::min(n1, nb + kColBlock), y, N, 0);
 }
 #endif  // !LOCKSTEP_HWY_NO_FMA && !LOCKSTEP_HWY_SVE
 

@@ -1,0 +1,20 @@
+#pragma once
+// Tuning choices of the CPU kernels that change which loads and prefetches run, never the
+// arithmetic: every value here gives the same bits. Read once from the environment so a
+// machine's best value can be measured without a rebuild (tools/bench/cpu_decode_study.sh).
+
+#include <cstdint>
+
+namespace lockstep::kernels {
+
+// Bytes of weights a one-row linear asks for ahead of the ones it reads, summed over the rows of
+// a tile (LOCKSTEP_CPU_PREFETCH_BYTES; 0 turns software prefetch off).
+int64_t gemv_prefetch_bytes();
+// Locality of those prefetches, as __builtin_prefetch takes it (LOCKSTEP_CPU_PREFETCH_HINT: nta =
+// 0, t2 = 1, t1 = 2, t0 = 3; by default t2 on Intel CPUs and nta on others, cpu_tuning.cpp says
+// why). Where a line lands decides which miss queue tracks it.
+int gemv_prefetch_locality();
+// Overrides both (tests: every choice must give the oracle's bits). locality 0..3.
+void set_gemv_prefetch(int64_t bytes, int locality);
+
+}  // namespace lockstep::kernels

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Where CPU decode time goes on this machine, and lockstep against llama.cpp on the same weights:
+# a random Qwen3-0.6B-shaped checkpoint in BF16, lockstep 4-bit / 8-bit (group 64) against
+# llama.cpp Q4_0 --pure / Q8_0 of the same BF16 weights, at each thread count, alternated engine
+# by engine and round by round. Besides the defaults, lockstep runs with the CPU tuning choices of
+# src/kernels/cpu/cpu_tuning.h (software prefetch distance and locality) and pinned to the first T cores, so one call shows which of them moves decode on this CPU. Made for
+# the GPU machine's 16-core host (a compiler and CMake, no network); runs anywhere with them.
+#   tools/bench/cpu_decode_study.sh LLAMA_SRC.tar.xz [threads="2 16"] [rounds=2]
+#   LOCKSTEP_BIN (default: the packed engine's run-lockstep, else build/lockstep); OUT: logs.
+# llama.cpp is not part of this repository (its source: npm's node-llama-cpp,
+# llama/gitRelease.bundle). Prints one line per run and the medians per configuration.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+src_tar="${1:?usage: $0 LLAMA_SRC.tar.xz [threads] [rounds]}"
+threads="${2:-2 $(nproc)}"; rounds="${3:-2}"
+out="${OUT:-/tmp/cpu-decode-study}"; work=/tmp/cpu-decode-study-work
+mkdir -p "$out" "$work"
+root="$(pwd)"
+. tools/cuda/engine_env.sh  # the packed engine as $bin, when one travelled
+[ -x "${bin:-}" ] || bin=build/lockstep
+bin="${LOCKSTEP_BIN:-$bin}"
+{
+  lscpu | grep -E "^Model name|^CPU\(s\)|^Thread|^L2|^L3|^NUMA node\(s\)"
+  echo "flags: $(grep -m1 -o -w -E 'avx512f|avx512_bf16|avx512_vnni|amx_tile|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)"
+} | tee "$out/summary.txt"
+
+( mkdir -p "$work/llama" && tar -xJf "$src_tar" -C "$work/llama" &&
+  cmake -S "$work/llama" -B "$work/llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
+    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+    -DBUILD_SHARED_LIBS=OFF >"$out/llama_configure.log" 2>&1 &&
+  cmake --build "$work/llama/build" --target llama-bench llama-quantize -j "$(nproc)" \
+    >"$out/llama_build.log" 2>&1 ) &
+llama_pid=$!
+
+"$bin" make-random --like qwen3-0.6b -o "$work/bf16" --dtype bf16 >/dev/null 2>&1
+"$bin" quantize -m "$work/bf16" -o "$work/q4" --bits 4 --group-size 64 >/dev/null 2>&1
+"$bin" quantize -m "$work/bf16" -o "$work/q8" --bits 8 --group-size 64 >/dev/null 2>&1
+python3 tools/bench/safetensors_to_gguf.py "$work/bf16" "$work/bf16.gguf" >/dev/null 2>&1
+wait "$llama_pid" || { echo "llama.cpp build failed:"; tail -n 20 "$out"/llama_*.log; exit 1; }
+ll="$work/llama/build/bin"
+"$ll/llama-quantize" --pure "$work/bf16.gguf" "$work/q4_0.gguf" Q4_0 "$(nproc)" >"$out/llama_quantize.log" 2>&1
+"$ll/llama-quantize" "$work/bf16.gguf" "$work/q8_0.gguf" Q8_0 "$(nproc)" >>"$out/llama_quantize.log" 2>&1
+for t in $threads; do "$bin" bench --machine --threads "$t" 2>/dev/null | tee -a "$out/summary.txt"; done
+echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); llama.cpp ${LLAMA_COMMIT:-de3ff81}" | tee -a "$out/summary.txt"
+
+# One lockstep decode figure: tok/s of `bench -p 16 -n 32 -r 2`.
+ls_run() {  # ls_run THREADS MODEL [VAR=VALUE ...] [--pin]
+  local t="$1" m="$2"; shift 2
+  local envs=() pin=()
+  for a in "$@"; do
+    if [ "$a" = --pin ]; then pin=(taskset -c "0-$((t - 1))"); else envs+=("$a"); fi
+  done
+  env "${envs[@]}" "${pin[@]}" "$bin" bench -m "$m" -p 16 -n 32 -r 2 --threads "$t" 2>&1 |
+    awk '/^decode/ {print $3}'
+}
+ll_run() {  # ll_run THREADS GGUF
+  "$ll/llama-bench" -m "$2" -p 0 -n 32 -r 2 -t "$1" -o csv 2>/dev/null |
+    python3 -c 'import csv,sys; rows=list(csv.DictReader(sys.stdin)); print(rows[-1]["avg_ts"])'
+}
+
+: >"$out/runs.txt"
+for r in $(seq 1 "$rounds"); do
+  for t in $threads; do
+    rec() { echo "round $r threads $t $1: $2 tok/s" | tee -a "$out/runs.txt"; }
+    rec "llama.cpp-bf16" "$(ll_run "$t" "$work/bf16.gguf")"
+    rec "lockstep-bf16" "$(ls_run "$t" "$work/bf16")"
+    if [ "$t" = "${threads%% *}" ]; then  # the tuning variants at the first thread count only
+      rec "lockstep-bf16-pin" "$(ls_run "$t" "$work/bf16" --pin)"
+      for pf in 0 12288 24576; do
+        rec "lockstep-bf16-pf$pf" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_BYTES=$pf)"
+      done
+      for h in t2 t0; do
+        rec "lockstep-bf16-$h" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_HINT=$h)"
+        rec "lockstep-bf16-$h-pf12288" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_HINT=$h LOCKSTEP_CPU_PREFETCH_BYTES=12288)"
+      done
+    fi
+    rec "llama.cpp-q4_0" "$(ll_run "$t" "$work/q4_0.gguf")"
+    rec "lockstep-q4" "$(ls_run "$t" "$work/q4")"
+    rec "llama.cpp-q8_0" "$(ll_run "$t" "$work/q8_0.gguf")"
+    rec "lockstep-q8" "$(ls_run "$t" "$work/q8")"
+  done
+done
+# Where the time goes: one profiled run per thread count (wall time per op kind).
+for t in $threads; do
+  echo "== LOCKSTEP_PROFILE, bf16, $t threads" >>"$out/profile.txt"
+  LOCKSTEP_PROFILE=1 "$bin" bench -m "$work/bf16" -p 16 -n 32 -r 1 --threads "$t" >>"$out/profile.txt" 2>&1
+done
+python3 - "$out/runs.txt" <<'PY' | tee -a "$out/summary.txt"
+import re, statistics, sys
+by = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"threads (\d+) (\S+): ([\d.]+) tok/s", line)
+    if m:
+        by.setdefault((int(m[1]), m[2]), []).append(float(m[3]))
+for t in sorted({t for t, _ in by}):
+    base = {k: statistics.median(v) for (tt, k), v in by.items() if tt == t}
+    for k, v in sorted(base.items()):
+        peer = base.get({"lockstep-q4": "llama.cpp-q4_0", "lockstep-q8": "llama.cpp-q8_0"}.get(
+            k, "llama.cpp-bf16" if "bf16" in k else ""), 0)
+        ratio = " (%.3f of llama.cpp)" % (v / peer) if k.startswith("lockstep") and peer else ""
+        print("threads %d %-22s %8.2f tok/s%s" % (t, k, v, ratio))
+PY
