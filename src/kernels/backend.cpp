@@ -22,6 +22,18 @@ void Backend::softcap(float*, int64_t, float) {
   fail(describe(), ": softcap is not implemented on this backend");
 }
 
+void Backend::moe_route(const float*, int64_t, int64_t, int64_t, bool, const float*, int32_t*,
+                        float*) {
+  fail(describe(), ": moe_route is not implemented on this backend (it routes on the host)");
+}
+void Backend::moe_group(const int32_t*, int64_t, int64_t, int64_t, int32_t*, int32_t*, int32_t*) {
+  fail(describe(), ": moe_group is not implemented on this backend (it groups on the host)");
+}
+void Backend::linear_experts(std::span<const Weight* const>, int64_t, const float*,
+                             std::span<float* const>, const int32_t*, int64_t, int64_t) {
+  fail(describe(), ": linear_experts is not implemented on this backend (linear_grouped is)");
+}
+
 std::unique_ptr<Backend> make_backend(Device d, ThreadPool* threads) {
   return d == Device::Cuda ? make_cuda_backend(threads) : make_cpu_backend(threads);
 }

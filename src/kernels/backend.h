@@ -111,6 +111,14 @@ struct AttentionPrep {
   const int32_t* slots = nullptr;  // [T] KV cache slots (kv_write)
 };
 
+// The largest MoE call (tokens) a backend with Backend::moe_on_device routes on the device; it
+// covers every recorded step (models/forward_common.h: kRecordedMaxTokens).
+inline constexpr int64_t kMoeDeviceMaxTokens = 64;
+// Ints in Backend::moe_group's groups table for T tokens of k experts among E.
+inline int64_t moe_groups_size(int64_t T, int64_t k, int64_t E) {
+  return 1 + 3 * (E < T * k ? E : T * k);
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -233,6 +241,32 @@ class Backend {
   // step can copy into per-sequence buffers (rollback data) whichever sequences the batch holds,
   // as deltanet_step's spans name their states. max_bytes >= every span's bytes (a launch bound).
   virtual void copy_spans(const CopySpan* spans, int64_t n, int64_t max_bytes) = 0;
+
+  // Mixture of experts on the device (models/moe_layer.cpp). A backend that routes, groups and
+  // runs a layer's experts from device memory (CUDA) does a small MoE call (T <=
+  // kMoeDeviceMaxTokens) with no host read and no routing-dependent launch, so the step can be
+  // recorded; the others keep host routing (route_tokens) and linear_grouped. The bits are the
+  // same either way: moe_route is route_tokens, moe_group is the host's grouping, and
+  // linear_experts is, row for row, the per-expert linear().
+  // True when this backend runs moe_route / moe_group / linear_experts on these expert weights
+  // (all of one shape and format). The default: false, and the three ops below throw.
+  virtual bool moe_on_device(std::span<const Weight* const> /*w*/) const { return false; }
+  // experts / weights [T][k] from router logits [T][E] (backend memory), bitwise
+  // route_tokens(logits, T, E, k, normalize) (models/moe_routing.h); expert_scale [E] (null:
+  // none) then multiplies each weight by its expert's scale (Gemma 4's per_expert_scale).
+  virtual void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
+                         const float* expert_scale, int32_t* experts, float* weights);
+  // The host's group_by_expert on the device: source [T * k] (grouped row -> token), slot
+  // [T * k] (assignment t * k + j -> grouped row), groups [moe_groups_size(T, k, E)]: [0] = the
+  // active experts, then (expert, first grouped row, rows) for each, in expert order.
+  virtual void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E,
+                         int32_t* source, int32_t* slot, int32_t* groups);
+  // For each active expert e of `groups` and p < P: rows [first, first + rows) of y[p] ([n][N])
+  // = those rows of x ([n][K]) times w[e * P + p], bitwise linear() of those rows alone. T: the
+  // call's tokens (an expert gets at most T rows); n = T * k.
+  virtual void linear_experts(std::span<const Weight* const> w, int64_t P, const float* x,
+                              std::span<float* const> y, const int32_t* groups, int64_t T,
+                              int64_t n);
 
   // Gated DeltaNet: every span's tokens, in order, through the per-token step of
   // kernels/gated_delta.h (conv + SiLU, l2-normalised q/k, gates, the delta rule per value head).

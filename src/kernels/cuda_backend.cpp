@@ -290,6 +290,9 @@ class CudaBackend final : public Backend {
     // placed (what a user with the memory to spare may want for speed).
     const char* q = std::getenv("LOCKSTEP_CUDA_QUANT");
     quant_on_gpu_ = !(q && std::string(q) == "0");
+    // LOCKSTEP_CUDA_MOE_DEVICE=0: MoE layers route on the host (moe_on_device false).
+    const char* moe = std::getenv("LOCKSTEP_CUDA_MOE_DEVICE");
+    moe_device_enabled_ = !(moe && std::string(moe) == "0");
     const char* stats = std::getenv("LOCKSTEP_CUDA_GRAPH_STATS");
     tally_wanted_ = stats && *stats && std::string(stats) != "0";
     if (OpProfile::wanted()) {  // times ops one by one: eager only
@@ -310,6 +313,7 @@ class CudaBackend final : public Backend {
     for (auto& [size, list] : free_)
       for (void* p : list) cuda::free_device(p);
     for (void* p : weights_) cuda::free_device(p);
+    for (auto& [data, table] : expert_tables_) cuda::free_expert_table(table);
   }
 
   Device device() const override { return Device::Cuda; }
@@ -332,7 +336,10 @@ class CudaBackend final : public Backend {
     return p;
   }
   void release(void* p) override {
-    if (in_arena(p)) return;  // a step's arrays die with the step
+    if (in_arena(p)) {  // a step's arrays die with the step, or earlier when released in order
+      if (mode_ != Mode::Eager) arena_release(p);
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     auto it = sizes_.find(p);
     LOCKSTEP_CHECK(it != sizes_.end(), "release of memory this backend did not allocate");
@@ -389,6 +396,7 @@ class CudaBackend final : public Backend {
     if (graphs_.size() >= kMaxGraphs && !graphs_.count(key)) drop_graphs();
     Graph& g = graphs_[key];
     arena_used_ = staging_used_ = 0;
+    arena_stack_.clear();
     pos_ = 0;
     launched_ = false;
     if (tally) ++(g.exec ? tally->replayed : g.seen == 0 ? tally->eager : tally->recorded);
@@ -652,6 +660,43 @@ class CudaBackend final : public Backend {
     OpScope t(prof_.get(), "moe_combine");
     cuda::moe_combine(expert_out, weights, T, k, D, shared, shared_gate, out);
   }
+  // MoE on the device (backend.h). LOCKSTEP_CUDA_MOE_DEVICE=0 keeps host routing and one launch
+  // per expert projection (the same bits; for an A/B of the two paths).
+  bool moe_on_device(std::span<const Weight* const> w) const override {
+    if (!moe_device_enabled_ || w.empty()) return false;
+    for (const Weight* x : w)
+      if (!cuda::linear_experts_supported(*x) || x->rows != w[0]->rows || x->cols != w[0]->cols ||
+          x->quant != w[0]->quant || x->bits != w[0]->bits)
+        return false;
+    return true;
+  }
+  void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
+                 const float* expert_scale, int32_t* experts, float* weights) override {
+    if (skip(Trace() << 40 << logits << T << E << k << static_cast<int64_t>(normalize)
+                     << expert_scale << experts << weights))
+      return;
+    OpScope t(prof_.get(), "moe_route");
+    cuda::moe_route(logits, T, E, k, normalize, expert_scale, experts, weights);
+  }
+  void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t* source,
+                 int32_t* slot, int32_t* groups) override {
+    if (skip(Trace() << 41 << experts << T << k << E << source << slot << groups)) return;
+    OpScope t(prof_.get(), "moe_group");
+    cuda::moe_group(experts, T, k, E, source, slot, groups);
+  }
+  void linear_experts(std::span<const Weight* const> w, int64_t P, const float* x,
+                      std::span<float* const> y, const int32_t* groups, int64_t T,
+                      int64_t n) override {
+    if (static_cast<int64_t>(y.size()) != P)
+      fail("CUDA linear_experts: ", y.size(), " outputs for ", P, " projections");
+    const cuda::ExpertTable& table = expert_table(w, P);
+    Trace tr;
+    tr << 42 << static_cast<const void*>(table.w) << P << x << groups << T << n;
+    for (float* yp : y) tr << static_cast<const void*>(yp);
+    if (skip(tr)) return;
+    OpScope t(prof_.get(), prof_ ? shape_name("linear_experts", table.shape) : "");
+    cuda::linear_experts(table, x, y.data(), groups, T, n);
+  }
   void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                    float* out) override {
     if (skip(Trace() << 20 << x << rows << n << D << out)) return;
@@ -689,6 +734,24 @@ class CudaBackend final : public Backend {
     void* exec = nullptr;   // the recording, once made
     std::vector<uint64_t> trace;
   };
+
+  // The device table of an expert set (linear_experts), made at its first use: the first step of
+  // any key runs eagerly, so a recording never has to make one (an upload that waits).
+  const cuda::ExpertTable& expert_table(std::span<const Weight* const> w, int64_t P) {
+    if (w.empty()) fail("CUDA linear_experts: no weights");
+    auto it = expert_tables_.find(w[0]->data);
+    if (it != expert_tables_.end() && it->second.P == P &&
+        it->second.E * P == static_cast<int64_t>(w.size()))
+      return it->second;
+    if (mode_ != Mode::Eager)
+      fail("internal error: linear_experts' weight table was first needed inside a recorded step");
+    if (it != expert_tables_.end()) {
+      cuda::free_expert_table(it->second);
+      expert_tables_.erase(it);
+    }
+    if (prof_) prof_->release();
+    return expert_tables_[w[0]->data] = cuda::make_expert_table(w, P);
+  }
 
   // Capture: note the op (false: run it). Replay: check it against the recording (true: skip).
   bool skip(const Trace& t) {
@@ -746,8 +809,27 @@ class CudaBackend final : public Backend {
     const size_t at = (arena_used_ + 255) / 256 * 256;
     if (at + bytes > kArenaBytes)
       fail("a recorded CUDA step needs more than ", kArenaBytes >> 20, " MiB of activations");
+    arena_stack_.push_back({at, arena_used_, false});
     arena_used_ = at + bytes;
     return arena_ + at;
+  }
+  // A step's arrays are released in reverse order of allocation (scoped arrays), so the arena is a
+  // stack: the last array's bytes are taken again by the next allocation (a MoE layer's scratch
+  // serves every layer instead of growing the step by T * k rows per layer). The step's sequence
+  // of allocations and releases is a function of its key, so a replay sees the same addresses;
+  // reusing released memory is safe for the reason the eager allocator's reuse is (one stream,
+  // ops in order). An array released out of order is marked and popped once it is on top.
+  void arena_release(void* p) {
+    const size_t at = static_cast<size_t>(static_cast<char*>(p) - arena_);
+    for (size_t i = arena_stack_.size(); i-- > 0;)
+      if (arena_stack_[i].at == at && !arena_stack_[i].freed) {
+        arena_stack_[i].freed = true;
+        break;
+      }
+    while (!arena_stack_.empty() && arena_stack_.back().freed) {
+      arena_used_ = arena_stack_.back().before;
+      arena_stack_.pop_back();
+    }
   }
   char* staging_take(size_t bytes) {
     const size_t at = (staging_used_ + 63) / 64 * 64;
@@ -778,6 +860,11 @@ class CudaBackend final : public Backend {
   char* arena_ = nullptr;
   char* staging_ = nullptr;
   size_t arena_used_ = 0, staging_used_ = 0;
+  struct ArenaEntry {
+    size_t at, before;  // the array's offset; arena_used_ before it was taken
+    bool freed;
+  };
+  std::vector<ArenaEntry> arena_stack_;  // the step's live arrays, in allocation order
 
   ThreadPool* threads_;
   std::string name_;
@@ -786,6 +873,8 @@ class CudaBackend final : public Backend {
   std::unordered_map<void*, size_t> sizes_;
   std::vector<void*> weights_;
   std::unordered_map<const void*, Weight> placed_;
+  std::unordered_map<const void*, cuda::ExpertTable> expert_tables_;  // by the first weight's data
+  bool moe_device_enabled_ = true;  // LOCKSTEP_CUDA_MOE_DEVICE=0 turns it off
 };
 
 }  // namespace

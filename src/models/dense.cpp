@@ -53,8 +53,9 @@ class DenseModel final : public KvModel {
     const ModelConfig& c = config_;
     const int64_t H = c.hidden_size;
     kernels::Backend& be = *be_;
-    // MoE routing reads router logits back mid-forward, so such a step is never recorded.
-    const std::string key = c.has_moe() ? "" : graph_key("dense", items);
+    // MoE layers that route on the host read router logits back mid-forward, so such a step is
+    // never recorded; layers whose experts run on the device (moe_layer.h) read nothing back.
+    const std::string key = recordable() ? graph_key("dense", items) : "";
     RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
                                 !key.empty());
@@ -80,6 +81,11 @@ class DenseModel final : public KvModel {
   }
 
  private:
+  bool recordable() const {
+    for (const auto& L : layers_)
+      if (!feed_forward_recordable(L.mlp)) return false;
+    return true;
+  }
   kernels::RopeTable rope_;
   kernels::Weight embed_, lm_head_;
   std::vector<DenseLayer> layers_;

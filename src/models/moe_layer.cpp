@@ -56,6 +56,7 @@ std::unique_ptr<MoeWeights> load_moe(const Checkpoint& ckpt, const ModelConfig& 
   m->normalize = c.norm_topk_prob;
   m->router = be.place(matrix(ckpt, p + "gate.weight", E, H));
   m->experts = load_experts(ckpt, c, p, be);
+  m->set = expert_set(m->experts, be);
   if (c.shared_expert_intermediate_size > 0) {
     m->has_shared = true;
     m->shared = load_mlp(ckpt, c, p + "shared_expert.", be, c.shared_expert_intermediate_size);
@@ -64,37 +65,28 @@ std::unique_ptr<MoeWeights> load_moe(const Checkpoint& ckpt, const ModelConfig& 
   return m;
 }
 
-// Tokens grouped by expert (expert order, tokens ascending within one): assignment (t, j) of
-// token t's rank-j expert sits at row slot[t * k + j] of the grouped buffers; source[row] is its
-// token.
-struct ExpertGroups {
-  std::vector<int32_t> source, slot;
-  std::vector<int64_t> first, count;  // per expert: first grouped row, rows
-};
-
-ExpertGroups group_by_expert(const Routing& r, int64_t E) {
-  ExpertGroups g;
-  const int64_t n = r.tokens * r.k;
-  g.count.assign(E, 0);
-  for (int32_t e : r.experts) ++g.count[e];
-  g.first.assign(E, 0);
-  for (int64_t e = 1; e < E; ++e) g.first[e] = g.first[e - 1] + g.count[e - 1];
-  std::vector<int64_t> next = g.first;
-  g.source.resize(n);
-  g.slot.resize(n);
-  for (int64_t i = 0; i < n; ++i) {  // i = t * k + j, so tokens ascend within each expert
-    const int64_t row = next[r.experts[i]]++;
-    g.source[row] = static_cast<int32_t>(i / r.k);
-    g.slot[i] = static_cast<int32_t>(row);
-  }
-  return g;
-}
-
 void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
                  kernels::Backend& be) {
   const int64_t E = static_cast<int64_t>(m.experts.size()), H = m.router.cols;
   kernels::Floats logits = be.array<float>(T * E);
   be.linear(h, T, m.router, nullptr, logits.data());
+  if (m.set.on_device && T <= kernels::kMoeDeviceMaxTokens) {
+    const int64_t k = m.top_k;
+    kernels::Ints experts = be.array<int32_t>(T * k);
+    kernels::Floats weights = be.array<float>(T * k);
+    be.moe_route(logits.data(), T, E, k, m.normalize, nullptr, experts.data(), weights.data());
+    if (!m.has_shared) {
+      routed_experts_forward_device(m.set, false, h, T, k, experts.data(), weights.data(),
+                                    nullptr, nullptr, out, be);
+      return;
+    }
+    kernels::Floats shared = be.array<float>(T * H), shared_gate = be.array<float>(T);
+    mlp_forward(m.shared, h, T, shared.data(), be);
+    be.linear(h, T, m.shared_gate, nullptr, shared_gate.data());
+    routed_experts_forward_device(m.set, false, h, T, k, experts.data(), weights.data(),
+                                  shared.data(), shared_gate.data(), out, be);
+    return;
+  }
   const Routing r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, m.normalize);
   if (!m.has_shared) {
     routed_experts_forward(m.experts, false, h, T, r, nullptr, nullptr, out, be);
@@ -162,6 +154,49 @@ void routed_experts_forward(std::span<const ExpertWeights> experts, bool gelu_ta
   be.gather_rows(ys.data(), slot.data(), n, H, ranked.data());
   be.moe_combine(ranked.data(), weights.data(), T, k, H, shared, shared_gate, out);
 }
+
+ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Backend& be) {
+  ExpertSet s;
+  for (const ExpertWeights& x : experts) {
+    s.gate_up.push_back(&x.gate);
+    s.gate_up.push_back(&x.up);
+    s.down.push_back(&x.down);
+  }
+  s.on_device = !experts.empty() && be.moe_on_device(s.gate_up) && be.moe_on_device(s.down);
+  return s;
+}
+
+// The device form of routed_experts_forward: the same buffers and ops, with group_by_expert done
+// by moe_group and the per-expert jobs of each linear_grouped call done by one linear_experts
+// launch that reads the active experts and their rows from the groups table.
+void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
+                                   int64_t T, int64_t k, const int32_t* experts,
+                                   const float* weights, const float* shared,
+                                   const float* shared_gate, float* out, kernels::Backend& be) {
+  if (!set.on_device) fail("routed_experts_forward_device: the backend does not run these experts");
+  if (T > kernels::kMoeDeviceMaxTokens)
+    fail("routed_experts_forward_device: ", T, " tokens (at most ", kernels::kMoeDeviceMaxTokens,
+         ")");
+  const int64_t E = static_cast<int64_t>(set.down.size()), n = T * k;
+  const int64_t H = set.gate_up.front()->cols, I = set.gate_up.front()->rows;
+  kernels::Ints source = be.array<int32_t>(n), slot = be.array<int32_t>(n),
+                groups = be.array<int32_t>(kernels::moe_groups_size(T, k, E));
+  be.moe_group(experts, T, k, E, source.data(), slot.data(), groups.data());
+  kernels::Floats xs = be.array<float>(n * H), gate = be.array<float>(n * I),
+                  up = be.array<float>(n * I), ys = be.array<float>(n * H);
+  be.gather_rows(h, source.data(), n, H, xs.data());
+  float* const gate_up[2] = {gate.data(), up.data()};
+  be.linear_experts(set.gate_up, 2, xs.data(), gate_up, groups.data(), T, n);
+  if (gelu_tanh) be.gelu_tanh_mul(gate.data(), up.data(), gate.data(), n * I);
+  else be.silu_mul(gate.data(), up.data(), gate.data(), n * I);
+  float* const down[1] = {ys.data()};
+  be.linear_experts(set.down, 1, gate.data(), down, groups.data(), T, n);
+  kernels::Floats ranked = be.array<float>(n * H);
+  be.gather_rows(ys.data(), slot.data(), n, H, ranked.data());
+  be.moe_combine(ranked.data(), weights, T, k, H, shared, shared_gate, out);
+}
+
+bool feed_forward_recordable(const FeedForward& ffn) { return !ffn.moe || ffn.moe->set.on_device; }
 
 FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
                               const std::string& prefix, bool moe, kernels::Backend& be) {

@@ -37,6 +37,24 @@ void routed_experts_forward(std::span<const ExpertWeights> experts, bool gelu_ta
                             const float* h, int64_t T, const Routing& r, const float* shared,
                             const float* shared_gate, float* out, kernels::Backend& be);
 
+// A layer's expert weights as the device path reads them (Backend::moe_on_device): pointers into
+// the ExpertWeights, gate and up of expert e at gate_up[2 e], [2 e + 1], its down at down[e].
+struct ExpertSet {
+  std::vector<const kernels::Weight*> gate_up, down;
+  bool on_device = false;  // the backend routes, groups and runs these experts on the device
+};
+// The set over `experts` (which must outlive it and not move).
+ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Backend& be);
+
+// routed_experts_forward with the routing in backend memory (experts / weights [T][k], from
+// Backend::moe_route) and the grouping on the device: no host read, the same ops for any routing,
+// so the call can be recorded. Needs set.on_device and T <= kernels::kMoeDeviceMaxTokens. Bitwise
+// routed_experts_forward of the same routing.
+void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
+                                   int64_t T, int64_t k, const int32_t* experts,
+                                   const float* weights, const float* shared,
+                                   const float* shared_gate, float* out, kernels::Backend& be);
+
 struct MoeWeights {
   kernels::Weight router;  // [E][H]
   std::vector<ExpertWeights> experts;
@@ -45,6 +63,7 @@ struct MoeWeights {
   bool has_shared = false;    // a shared expert beside the routed ones
   MlpWeights shared;          // its SwiGLU MLP
   kernels::Weight shared_gate;  // [1][H]: the shared expert's output is scaled by sigmoid of it
+  ExpertSet set;                // over `experts`
 };
 
 struct FeedForward {
@@ -60,8 +79,14 @@ FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
                               const std::string& prefix, bool moe, kernels::Backend& be);
 
 // out[T][hidden] = the block applied to normed input h[T][hidden] (backend memory). An MoE block
-// reads the router logits back to the host to route (the call then cannot be a recorded step).
+// routes on the device when the backend can (ExpertSet::on_device) and T <=
+// kernels::kMoeDeviceMaxTokens; otherwise it reads the router logits back to the host to route
+// (the call then cannot be a recorded step). The bits are the same either way.
 void feed_forward(const FeedForward& ffn, const float* h, int64_t T, float* out,
                   kernels::Backend& be);
+
+// True when feed_forward of up to kernels::kMoeDeviceMaxTokens tokens reads nothing back to the
+// host (a dense MLP, or experts on the device): such a step may be recorded.
+bool feed_forward_recordable(const FeedForward& ffn);
 
 }  // namespace lockstep

@@ -41,4 +41,22 @@ Routing route_tokens(std::span<const float> logits, int64_t tokens, int64_t n_ex
   return r;
 }
 
+ExpertGroups group_by_expert(const Routing& r, int64_t E) {
+  ExpertGroups g;
+  const int64_t n = r.tokens * r.k;
+  g.count.assign(E, 0);
+  for (int32_t e : r.experts) ++g.count[e];
+  g.first.assign(E, 0);
+  for (int64_t e = 1; e < E; ++e) g.first[e] = g.first[e - 1] + g.count[e - 1];
+  std::vector<int64_t> next = g.first;
+  g.source.resize(n);
+  g.slot.resize(n);
+  for (int64_t i = 0; i < n; ++i) {  // i = t * k + j, so tokens ascend within each expert
+    const int64_t row = next[r.experts[i]]++;
+    g.source[row] = static_cast<int32_t>(i / r.k);
+    g.slot[i] = static_cast<int32_t>(row);
+  }
+  return g;
+}
+
 }  // namespace lockstep

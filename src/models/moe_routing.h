@@ -22,4 +22,13 @@ struct Routing {
 Routing route_tokens(std::span<const float> logits, int64_t tokens, int64_t n_experts, int64_t k,
                      bool normalize);
 
+// Tokens grouped by expert (expert order, tokens ascending within one): assignment (t, j) of
+// token t's rank-j expert sits at row slot[t * k + j] of the grouped buffers; source[row] is its
+// token. Backend::moe_group computes the same on the device.
+struct ExpertGroups {
+  std::vector<int32_t> source, slot;
+  std::vector<int64_t> first, count;  // per expert: first grouped row, rows
+};
+ExpertGroups group_by_expert(const Routing& r, int64_t E);
+
 }  // namespace lockstep

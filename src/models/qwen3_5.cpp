@@ -136,8 +136,9 @@ class HybridModel final : public Model {
         state_of(*it.seq).reserve_rollback(dims_, static_cast<int64_t>(it.tokens.size()));
     // Recorded (CUDA graph) like any small step; flatten_batch validates ids before any state
     // changes.
-    // MoE routing reads router logits back mid-forward, so such a step is never recorded.
-    const std::string key = c.has_moe() ? "" : graph_key("hybrid", items);
+    // MoE layers that route on the host read router logits back mid-forward, so such a step is
+    // never recorded; layers whose experts run on the device (moe_layer.h) read nothing back.
+    const std::string key = recordable() ? graph_key("hybrid", items) : "";
     RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
                                 !key.empty());
@@ -232,6 +233,11 @@ class HybridModel final : public Model {
   }
 
  private:
+  bool recordable() const {
+    for (const auto& L : layers_)
+      if (!feed_forward_recordable(L.mlp)) return false;
+    return true;
+  }
   static HybridState& state_of(SequenceState& seq) {
     auto* st = dynamic_cast<HybridState*>(seq.recurrent.get());
     if (!st) fail("hybrid model: sequence was not created by this model");

@@ -51,6 +51,22 @@ TEST(MoeRouting, TopKInRankOrderWithTiesToTheLowestId) {
   EXPECT_THROW(route_tokens(flat, 1, 4, 5, true), Error);
 }
 
+TEST(MoeRouting, GroupByExpertIsExpertOrderWithTokensAscending) {
+  // 3 tokens, k = 2 over 4 experts: token 0 -> (2, 0), token 1 -> (0, 3), token 2 -> (2, 3).
+  Routing r;
+  r.tokens = 3;
+  r.k = 2;
+  r.experts = {2, 0, 0, 3, 2, 3};
+  r.weights.assign(6, 0.5f);
+  const ExpertGroups g = group_by_expert(r, 4);
+  EXPECT_EQ(g.count, (std::vector<int64_t>{2, 0, 2, 2}));
+  EXPECT_EQ(g.first, (std::vector<int64_t>{0, 2, 2, 4}));
+  // Rows: expert 0 (tokens 0, 1), expert 2 (tokens 0, 2), expert 3 (tokens 1, 2).
+  EXPECT_EQ(g.source, (std::vector<int32_t>{0, 1, 0, 2, 1, 2}));
+  // Assignment t * k + j -> its row.
+  EXPECT_EQ(g.slot, (std::vector<int32_t>{2, 0, 1, 4, 3, 5}));
+}
+
 fs::path fixture(const std::string& name) {
   return fs::path(LOCKSTEP_SOURCE_DIR) / "tests" / "fixtures" / name;
 }

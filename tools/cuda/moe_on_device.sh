@@ -3,8 +3,17 @@
 # gate on random MoE checkpoints (float and 4-bit kept quantized), CPU-vs-GPU greedy agreement on
 # the MoE reference fixtures, and decode/prefill benchmarks of MoE shapes (exact and fast).
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz.
-#   tools/cuda/moe_on_device.sh [gates|full|cpu]   (full adds the GPU benchmarks; cpu runs only
-#   the host-CPU benchmark: a 4-bit qwen3-30b-a3b shape with CPU_LAYERS layers, 2 and all threads)
+#   tools/cuda/moe_on_device.sh [gates|full|cpu|device]   (full adds the GPU benchmarks; cpu runs
+#   only the host-CPU benchmark: a 4-bit qwen3-30b-a3b shape with CPU_LAYERS layers, 2 and all
+#   threads; device: the device-routing checks and an A/B of the two GPU MoE paths, below)
+#   device: the MoE op tests (device routing == route_tokens, device grouping == group_by_expert,
+#   grouped expert linear == per-expert linear, MoE layer device path == host path, eager and
+#   replayed), then LOCKSTEP_CUDA_MOE_DEVICE=0 (host routing, one launch per expert projection, no
+#   graphs) against the default (routing on the device, grouped launches, graphs): score's logit
+#   hashes and greedy tokens (BF16 and --quantize 4) must be identical, then
+#   `bench --device cuda -p 2048 -n 64 -r 3` of both paths on each shape (BENCH_LAYERS layers,
+#   default 12) with the graph step counts (LOCKSTEP_CUDA_GRAPH_STATS=1). The gates (which now
+#   run the device path) are `gates`; run it after `device` (one command each: 10 minutes).
 #   BENCH_LAYERS (default 12): decoder layers of the benchmark shapes (make-random --layers)
 #   SKIP_OP_TESTS=1: leave out the GPU op tests
 set -uo pipefail
@@ -23,6 +32,16 @@ t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 nvidia-smi -L | tee -a "$summary"
 lscpu | grep -m1 "Model name" | tee -a "$summary"
+
+if [ "$mode" = device ] && [ -x "$carry/bin/run-cuda_tests" ]; then
+  stamp "cuda_tests (MoE on the device)"
+  timeout 300 "$carry/bin/run-cuda_tests" \
+    --gtest_filter='*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*MoeCombine*' \
+    >"$out/cuda_tests_moe.log" 2>&1
+  note "cuda_tests MoE: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests_moe.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]|Failure|differ' "$out/cuda_tests_moe.log" | head -20 | tee -a "$summary"
+  SKIP_OP_TESTS=1
+fi
 
 if [ -x "$carry/bin/run-cuda_tests" ] && [ "${SKIP_OP_TESTS:-0}" != 1 ] && [ "$mode" != cpu ]; then
   stamp "cuda_tests"
@@ -45,11 +64,40 @@ cat > "$work/prompts.jsonl" <<'JSON'
 {"ids": [300, 301, 302, 303, 304, 305, 306, 307, 308, 309, 310, 311, 312, 313, 314, 315, 316, 317, 318, 319, 300, 301, 302, 303, 304, 305, 306, 307, 308, 309, 310, 311, 312, 313, 314, 315, 316, 317, 318, 319]}
 {"ids": [9, 9, 9]}
 JSON
+if [ "$mode" = device ]; then
+  # The two GPU paths, bit for bit: a 40-token score (one forward of <= 64 tokens: the device
+  # path), a 90-token one (host routing in both: > 64 tokens), and 24 greedy tokens (decode steps:
+  # recorded graphs on the device path, eager host routing on the other).
+  stamp "A/B: LOCKSTEP_CUDA_MOE_DEVICE=0 against the device path"
+  ids40=$(seq -s, 3 7 283); ids90=$(seq -s, 5 11 984)
+  for m in q35 q3; do
+    for q in "" "--quantize 4"; do
+      tag="$m${q:+-q4}"
+      for dev in 0 1; do
+        for ids in "$ids40" "$ids90"; do
+          LOCKSTEP_CUDA_MOE_DEVICE=$dev "$bin" score --device cuda -m "$work/$m" $q --ids "$ids" \
+            --logits-hash --json 2>>"$out/ab_$tag.err" |
+            python3 -c 'import json,sys; print(" ".join(p["logits_fnv1a"] for p in json.load(sys.stdin)["positions"]))'
+        done >"$out/ab_score_${tag}_$dev.txt"
+        LOCKSTEP_CUDA_MOE_DEVICE=$dev LOCKSTEP_CUDA_GRAPH_STATS=1 "$bin" generate --device cuda \
+          -m "$work/$m" $q --prompt-ids "$ids40" -n 24 --json 2>"$out/ab_gen_${tag}_$dev.err" |
+          python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])' >"$out/ab_gen_${tag}_$dev.txt"
+      done
+      s0=$(md5sum <"$out/ab_score_${tag}_0.txt"); s1=$(md5sum <"$out/ab_score_${tag}_1.txt")
+      g0=$(cat "$out/ab_gen_${tag}_0.txt"); g1=$(cat "$out/ab_gen_${tag}_1.txt")
+      rows=$(wc -w <"$out/ab_score_${tag}_1.txt")
+      note "A/B $tag: score logit hashes ($rows rows) $([ "$s0" = "$s1" ] && [ "$rows" -gt 0 ] && echo identical || echo DIFFER); greedy tokens $([ "$g0" = "$g1" ] && [ -n "$g1" ] && echo "identical ($g1)" || echo "DIFFER: host $g0 device $g1")"
+      note "  graph steps, device path: $(grep -E 'lockstep cuda steps' "$out/ab_gen_${tag}_1.err" | tr '\n' ' ')"
+    done
+  done
+fi
+
 gate() {  # name, verify arguments...
   local name="$1"; shift
   timeout 400 "$bin" verify --device cuda --prompts "$work/prompts.jsonl" -n 32 "$@" >"$out/$name.log" 2>&1
   note "$name: $(grep -E '^(PASS|FAIL)|error' "$out/$name.log" | tail -1)"
 }
+if [ "$mode" != device ]; then
 gate gate_qwen35moe_mtp -m "$work/q35"
 gate gate_qwen3moe_draft -m "$work/q3" --draft-model "$work/q3-draft"
 gate gate_qwen3moe_q4 -m "$work/q3" --draft-model "$work/q3-draft" --quantize 4
@@ -62,6 +110,7 @@ for m in q35 q3; do
   b=$("$bin" generate --device cuda -m "$work/$m" --prompt-ids "$ids" -n 32 --json 2>"$out/cuda_$m.err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])')
   note "cpu vs cuda $m: $([ "$a" = "$b" ] && echo "identical ($a)" || echo "differ: cpu $a cuda $b")"
 done
+fi  # not device
 fi
 
 if [ "$mode" = cpu ]; then
@@ -77,6 +126,22 @@ if [ "$mode" = cpu ]; then
       "$bin" bench -m "$work/cpu-q4" -p 16 -n 32 -r 3 --threads "$t" >"$out/cpu_bench_${t}_$round.log" 2>&1
       note "cpu bench q4 L=$L threads $t round $round: $(grep -E '^decode' "$out/cpu_bench_${t}_$round.log" | tr -s ' ')"
     done
+  done
+fi
+
+if [ "$mode" = device ]; then
+  L="${BENCH_LAYERS:-12}"
+  for like in qwen3-30b-a3b qwen3.5-35b-a3b; do
+    stamp "bench A/B $like ($L layers)"
+    "$bin" make-random --like "$like" --layers "$L" -o "$work/$like" --dtype bf16 >/dev/null 2>&1
+    "$bin" inspect -m "$work/$like" > "$out/inspect_$like.txt" 2>&1
+    for dev in 0 1; do
+      LOCKSTEP_CUDA_MOE_DEVICE=$dev LOCKSTEP_CUDA_GRAPH_STATS=1 timeout 280 "$bin" bench \
+        --device cuda -m "$work/$like" -p 2048 -n 64 --repetitions 3 \
+        >"$out/bench_${like}_moe_device_$dev.log" 2>&1
+      note "bench $like L=$L LOCKSTEP_CUDA_MOE_DEVICE=$dev: $(grep -E '^(prefill|decode)' "$out/bench_${like}_moe_device_$dev.log" | tr -s ' ' | tr '\n' '|')"
+    done
+    rm -rf "${work:?}/$like"
   done
 fi
 

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "kernels/backend.h"
@@ -183,6 +184,40 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, floa
 // Backend::moe_combine: one thread per output element, ranks in order, each op rounded alone.
 void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k, int64_t D,
                  const float* shared, const float* shared_gate, float* out);
+
+// --- mixture of experts on the device (moe_route.cu, linear_experts.cu) ------------------------
+// Limits of the device routing and grouping (shared memory of one block).
+inline constexpr int64_t kMoeMaxExperts = 2048, kMoeMaxRows = 4096;
+// Backend::moe_route: experts / weights [T][k] from router logits [T][E], bitwise
+// route_tokens (models/moe_routing.h); expert_scale [E] (null: none) multiplies each weight
+// after the renormalisation (Gemma 4's per_expert_scale). k <= 32.
+void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
+               const float* expert_scale, int32_t* experts, float* weights);
+// Backend::moe_group: from experts [T * k], source [T * k] (grouped row -> token), slot [T * k]
+// (assignment t * k + j -> grouped row) exactly as the host's group_by_expert, and groups
+// [kernels::moe_groups_size]: [0] = active experts, then (expert, first row, rows) per active expert in
+// expert order. T * k <= kMoeMaxRows, E <= kMoeMaxExperts.
+void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t* source,
+               int32_t* slot, int32_t* groups);
+// The weights of E experts' P projections (expert e's projection p at e * P + p) as device
+// tables of their data (and quantized pairs) pointers, all of one shape and format.
+struct ExpertTable {
+  const void* const* w = nullptr;   // [E * P] device
+  const void* const* sb = nullptr;  // [E * P] device (quantized only)
+  int64_t E = 0, P = 0;
+  Weight shape;  // the weights' shape and format (no data)
+};
+// True when linear_experts takes w: BF16 (16-byte aligned, K a multiple of 16) or a quantized
+// weight the fused skinny kernel reads (linear_quant_fused).
+bool linear_experts_supported(const Weight& w);
+ExpertTable make_expert_table(std::span<const Weight* const> w, int64_t P);  // waits
+void free_expert_table(ExpertTable& t);
+// For every active expert e of groups (moe_group) and projection p < t.P, rows
+// [first, first + rows) of y[p] ([n][N]) = those rows of x ([n][K]) times expert e's weight p:
+// bitwise linear(x + first * K, rows, W, nullptr, y[p] + first * N), in one launch whatever the
+// routing. T: the call's tokens (an expert gets at most T rows); n = T * k.
+void linear_experts(const ExpertTable& t, const float* x, float* const* y, const int32_t* groups,
+                    int64_t T, int64_t n);
 
 // Backend::choose_tokens (kernels/token_choice.h) on device logits [rules.size()][V]: greedy and
 // unfiltered Gumbel-max rows, penalties included, chosen on the GPU bitwise as

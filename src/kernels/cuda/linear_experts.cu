@@ -1,0 +1,98 @@
+// linear_experts (cuda_ops.h) and the expert weight tables it reads: the BF16 launches here, the
+// quantized ones in linear_experts_q4.cu / linear_experts_q8.cu (apart, so they compile in
+// parallel). The kernel and why its bits are the per-expert linear()'s: linear_experts.cuh.
+#include "kernels/cuda/linear_experts.cuh"
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace lockstep::kernels::cuda {
+
+namespace lin {
+namespace {
+// The quantized weight's pair format (linear_quant.cu's pair_format, for the fused formats).
+int expert_pair_format(const Weight& w) { return w.scale_dtype == DType::F16 ? kPairF16 : kPairBF16; }
+}  // namespace
+}  // namespace lin
+
+bool linear_experts_supported(const Weight& w) {
+  if (w.quant != QuantFormat::None) return linear_quant_fused(w);
+  return w.dtype == DType::BF16 && w.cols % 16 == 0 && w.rows > 0 &&
+         reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+}
+
+ExpertTable make_expert_table(std::span<const Weight* const> w, int64_t P) {
+  if (P < 1 || P > lin::kMaxExpertProj || w.empty() || static_cast<int64_t>(w.size()) % P != 0)
+    fail("CUDA expert table: ", w.size(), " weights for ", P, " projections per expert");
+  const Weight& w0 = *w[0];
+  for (size_t i = 0; i < w.size(); ++i) {
+    const Weight& x = *w[i];
+    if (!linear_experts_supported(x))
+      fail("CUDA expert table: weight ", i, " (", x.rows, "x", x.cols,
+           ") is neither BF16 nor a quantized format the skinny kernel takes");
+    if (x.rows != w0.rows || x.cols != w0.cols || x.quant != w0.quant || x.bits != w0.bits ||
+        x.group_size != w0.group_size || x.scale_dtype != w0.scale_dtype ||
+        (x.quant == QuantFormat::None && x.dtype != w0.dtype))
+      fail("CUDA expert table: weight ", i, " (", x.rows, "x", x.cols, ", ", x.bits,
+           " bits) differs in shape or format from weight 0 (", w0.rows, "x", w0.cols, ", ",
+           w0.bits, " bits)");
+  }
+  ExpertTable t;
+  t.E = static_cast<int64_t>(w.size()) / P;
+  t.P = P;
+  t.shape = w0;
+  t.shape.data = nullptr;
+  t.shape.scales = nullptr;
+  std::vector<const void*> ptrs(w.size()), pairs(w.size());
+  for (size_t i = 0; i < w.size(); ++i) ptrs[i] = w[i]->data, pairs[i] = w[i]->scales;
+  const size_t bytes = w.size() * sizeof(void*);
+  t.w = static_cast<const void* const*>(malloc_device(bytes));
+  upload(const_cast<const void**>(t.w), ptrs.data(), bytes);
+  if (w0.quant != QuantFormat::None) {
+    t.sb = static_cast<const void* const*>(malloc_device(bytes));
+    upload(const_cast<const void**>(t.sb), pairs.data(), bytes);
+  }
+  synchronize();  // the host vectors go now
+  return t;
+}
+
+void free_expert_table(ExpertTable& t) {
+  if (t.w) free_device(const_cast<const void**>(t.w));
+  if (t.sb) free_device(const_cast<const void**>(t.sb));
+  t.w = t.sb = nullptr;
+}
+
+void linear_experts(const ExpertTable& t, const float* x, float* const* y, const int32_t* groups,
+                    int64_t T, int64_t n) {
+  using namespace lin;
+  if (T <= 0 || n <= 0) return;
+  if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    fail("CUDA linear_experts: x must be a 16-byte aligned device pointer");
+  const Weight& w = t.shape;
+  const int N = static_cast<int>(w.rows), K = static_cast<int>(w.cols);
+  const int S = split_count(N, K);
+  ExpertArgs a{};
+  a.w = t.w;
+  a.sb = reinterpret_cast<const uint32_t* const*>(t.sb);
+  a.x = x;
+  for (int p = 0; p < t.P; ++p) a.y[p] = y[p];
+  a.groups = groups;
+  a.N = N, a.K = K, a.Ks = split_len(K, S), a.P = static_cast<int>(t.P);
+  a.lg = 5;
+  if (w.quant != QuantFormat::None) {
+    while ((int64_t{1} << a.lg) < w.group_size) ++a.lg;
+    a.pair_fmt = expert_pair_format(w);
+  }
+  const int slots = static_cast<int>(std::min<int64_t>(t.E, n));
+  const int tt = static_cast<int>(T);
+  bool ok;
+  if (w.quant == QuantFormat::None) ok = launch_experts<0>(a, S, tt, slots);
+  else if (w.bits == 8) ok = launch_experts_q8(a, S, tt, slots);
+  else ok = launch_experts_q4(a, S, tt, slots);
+  if (!ok) fail("CUDA linear_experts: the skinny kernel's shared memory does not fit this device");
+}
+
+}  // namespace lockstep::kernels::cuda

@@ -1,0 +1,97 @@
+// The grouped expert linear (cuda_ops.h: linear_experts): every active expert's projections of one
+// MoE layer in one launch, the expert ids and row ranges read from device memory (moe_group's
+// table), so the launch is the same whatever the routing and records into a CUDA graph.
+//
+// A block runs the skinny kernel's body (linear_skinny.cuh) unchanged on one (expert, projection):
+// grid x = the weight's row blocks, grid y = 8 MT-token tiles of the expert's rows, grid z =
+// (active-expert slot, projection). The block reads its slot's (expert, first row, rows), leaves
+// when the slot or the tile is empty, and otherwise hands the body a one-weight table holding
+// that expert's weight, x at its first row and y at its first row, with M = its rows. The body's
+// K walk is fixed by (N, K) alone: S = split_count(N, K) pieces of split_len(K, S) k, k-steps in
+// increasing k, the pieces merged in order, x rounded to BF16 nearest-even (here in the fragment,
+// for every M: the same rounding as the bf16 conversion the M > 16 launches use). The rows per
+// block, k per stage and stages are free choices, so every output is bitwise the per-expert
+// linear() of those rows, BF16 or 4/8-bit kept quantized.
+#pragma once
+
+#include "kernels/cuda/linear_skinny.cuh"
+
+namespace lockstep::kernels::cuda::lin {
+
+// One launch: P projections (gate and up share x: P = 2) of every active expert.
+constexpr int kMaxExpertProj = 2;
+struct ExpertArgs {
+  const void* const* w;       // [E][P] device: each expert's weight (codes) per projection
+  const uint32_t* const* sb;  // [E][P] device: quantized scale/bias pairs (null for BF16)
+  const float* x;             // [n][K] grouped rows
+  float* y[kMaxExpertProj];   // per projection [n][N]
+  const int32_t* groups;      // moe_group: [0] active experts, then (expert, first, rows) each
+  int N, K, Ks, P, lg, pair_fmt;
+};
+
+// The BF16 config (16 weight rows, 128 k, 4 stages, as linear.cu's config 1) and the quantized one
+// (32 rows, 64 k, 4 stages, two warps per row tile: linear_quant_skinny.cuh's config 2, which fits
+// every shape).
+using ExpertCfgBf16 = SkCfg<1, 128, 4>;
+using ExpertCfgQuant = SkCfg<2, 64, 4, 2>;
+template <int QB>
+using ExpertCfg = std::conditional_t<QB == 0, ExpertCfgBf16, ExpertCfgQuant>;
+
+template <int MT, int S, int QB>
+__global__ void __launch_bounds__(Skinny<MT, true, S, ExpertCfg<QB>, QB>::kThreads,
+                                  Skinny<MT, true, S, ExpertCfg<QB>, QB>::kMinBlocks)
+    linear_experts_kernel(const __grid_constant__ ExpertArgs a) {
+  // The table is written by moe_group, the kernel before: read only after the wait (the body's
+  // own PDL calls are then no-ops).
+  pdl_launch_dependents();
+  pdl_wait();
+  const int s = static_cast<int>(blockIdx.z) / a.P, p = static_cast<int>(blockIdx.z) % a.P;
+  if (s >= a.groups[0]) return;
+  const int32_t* g = a.groups + 1 + 3 * s;
+  const int e = g[0], first = g[1], rows = g[2];
+  if (static_cast<int>(blockIdx.y) * 8 * MT >= rows) return;
+  Outs o{};
+  o.w[0] = static_cast<const uint16_t*>(a.w[e * a.P + p]);
+  o.bias[0] = nullptr;
+  o.y[0] = a.y[p] + static_cast<int64_t>(first) * a.N;
+  o.N[0] = a.N;
+  o.end[0] = static_cast<int>(gridDim.x);
+  o.n = 1;
+  const uint32_t* sb = QB == 0 ? nullptr : a.sb[e * a.P + p];
+  skinny_body<MT, true, S, ExpertCfg<QB>, QB>(o, a.x + static_cast<int64_t>(first) * a.K, rows,
+                                             a.K, a.Ks, sb, a.lg, a.pair_fmt);
+}
+
+// Launches the grouped kernel at QB for T tokens (an expert has at most T rows) and `slots`
+// active-expert slots; false when its shared memory does not fit the device.
+template <int QB>
+bool launch_experts(const ExpertArgs& a, int S, int T, int slots) {
+  auto go = [&](auto mt, auto s) {
+    constexpr int MT = decltype(mt)::value, SS = decltype(s)::value;
+    using C = Skinny<MT, true, SS, ExpertCfg<QB>, QB>;
+    const int bytes = C::smem(8 * MT);
+    if (bytes > smem_optin()) return false;
+    constexpr auto kernel = linear_experts_kernel<MT, SS, QB>;
+    allow_smem_max<kernel>();
+    const dim3 grid((a.N + C::kRows - 1) / C::kRows, (T + 8 * MT - 1) / (8 * MT), slots * a.P);
+    launch(QB == 0 ? "linear_experts (skinny kernel)" : "linear_experts (quantized skinny kernel)",
+           kernel, grid, C::kThreads, bytes, a);
+    return true;
+  };
+  using I1 = std::integral_constant<int, 1>;
+  using I2 = std::integral_constant<int, 2>;
+  using I4 = std::integral_constant<int, 4>;
+  if (T <= 8) {
+    if (S == 4) return go(I1{}, I4{});
+    if (S == 2) return go(I1{}, I2{});
+    return go(I1{}, I1{});
+  }
+  if (S == 4) return go(I2{}, I4{});
+  if (S == 2) return go(I2{}, I2{});
+  return go(I2{}, I1{});
+}
+
+bool launch_experts_q4(const ExpertArgs& a, int S, int T, int slots);
+bool launch_experts_q8(const ExpertArgs& a, int S, int T, int slots);
+
+}  // namespace lockstep::kernels::cuda::lin

@@ -1,0 +1,302 @@
+// Mixture of experts on the device (moe_route.cu, linear_experts.cu, models/moe_layer.cpp's device
+// path): the device router gives bitwise route_tokens' expert ids and weights (ties, NaN rows,
+// renormalised or not, Gemma 4's expert scale); the device grouping is the host's
+// group_by_expert; the grouped expert linear is bitwise the per-expert linear() of each expert's
+// rows (BF16, 4-bit and 8-bit kept quantized; 1 to 300 tokens; skewed routing with empty experts
+// and one expert taking most rows), whichever kernel the per-expert call picks for its row count;
+// and a whole MoE layer through the device path equals the host-routed path bit for bit, eagerly
+// and replayed from a CUDA graph while the routing changes every step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kernels/backend.h"
+#include "models/moe_layer.h"
+#include "models/moe_routing.h"
+#include "quant_test_util.h"
+
+namespace lockstep::kernels::cuda::test {
+namespace {
+
+using lockstep::ExpertGroups;
+using lockstep::ExpertSet;
+using lockstep::ExpertWeights;
+using lockstep::Routing;
+
+// Router logits with ties: values on a coarse grid (many equal probabilities), a few rows all
+// equal, one row with a NaN and one with an infinity.
+std::vector<float> tied_logits(int64_t T, int64_t E, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> grid(-8, 8);
+  std::uniform_real_distribution<float> fine(-6.0f, 6.0f);
+  std::vector<float> v(static_cast<size_t>(T * E));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t e = 0; e < E; ++e) {
+      float x = t % 3 == 0 ? fine(rng) : 0.5f * static_cast<float>(grid(rng));
+      if (t % 17 == 5) x = 1.25f;  // all equal
+      v[t * E + e] = x;
+    }
+  if (T > 7) v[7 * E + E / 2] = NAN;
+  if (T > 11) v[11 * E + 1] = INFINITY;
+  return v;
+}
+
+void expect_same_routing(const Routing& want, const std::vector<int32_t>& ids,
+                         const std::vector<float>& w, const std::string& what) {
+  ASSERT_EQ(want.experts.size(), ids.size()) << what;
+  size_t id_diff = 0, w_diff = 0, first = ids.size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const bool d = want.experts[i] != ids[i] ||
+                   std::memcmp(&want.weights[i], &w[i], sizeof(float)) != 0;
+    id_diff += want.experts[i] != ids[i];
+    w_diff += std::memcmp(&want.weights[i], &w[i], sizeof(float)) != 0;
+    if (d && first == ids.size()) first = i;
+  }
+  EXPECT_EQ(id_diff + w_diff, 0u)
+      << what << ": " << id_diff << " ids and " << w_diff << " weights differ, first at " << first
+      << (first < ids.size() ? " (host " + std::to_string(want.experts[first]) + " " +
+                                   std::to_string(want.weights[first]) + ", device " +
+                                   std::to_string(ids[first]) + " " + std::to_string(w[first]) +
+                                   ")"
+                             : "");
+}
+
+TEST_F(CudaTest, DeviceRoutingIsHostRoutingBitwise) {
+  struct Case {
+    int64_t T, E, k;
+  };
+  const Case cases[] = {{1, 8, 2},     {3, 64, 8},    {64, 128, 8}, {300, 256, 8},
+                        {33, 512, 10}, {200, 128, 1}, {40, 60, 32}, {129, 32, 4}};
+  uint32_t seed = 1;
+  for (const Case& c : cases)
+    for (bool normalize : {false, true})
+      for (bool scaled : {false, true}) {
+        const std::vector<float> logits = tied_logits(c.T, c.E, seed++);
+        const std::vector<float> scale = random_floats(static_cast<size_t>(c.E), seed++, 0.2f, 2.0f);
+        Routing want = route_tokens(logits, c.T, c.E, c.k, normalize);
+        if (scaled)
+          for (size_t i = 0; i < want.weights.size(); ++i) want.weights[i] *= scale[want.experts[i]];
+        DeviceBuffer<float> dl(logits), ds(scale), dw(static_cast<size_t>(c.T * c.k));
+        DeviceBuffer<int32_t> de(static_cast<size_t>(c.T * c.k));
+        moe_route(dl.get(), c.T, c.E, c.k, normalize, scaled ? ds.get() : nullptr, de.get(),
+                  dw.get());
+        expect_same_routing(want, de.to_host(), dw.to_host(),
+                            "T " + std::to_string(c.T) + " E " + std::to_string(c.E) + " k " +
+                                std::to_string(c.k) + (normalize ? " normalised" : "") +
+                                (scaled ? " scaled" : ""));
+      }
+}
+
+// A skewed routing of T tokens: expert 0 in every token's list (it takes T rows), the rest from
+// a few low ids (experts past 2k + 2 stay empty), ranks shuffled; distinct ids per token.
+Routing skewed_routing(int64_t T, int64_t E, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Routing r;
+  r.tokens = T;
+  r.k = k;
+  const int64_t pool = std::min(E, 2 * k + 2);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> ids(static_cast<size_t>(pool));
+    for (int64_t i = 0; i < pool; ++i) ids[i] = static_cast<int32_t>(i);
+    std::shuffle(ids.begin() + 1, ids.end(), rng);
+    ids.resize(static_cast<size_t>(k));
+    std::shuffle(ids.begin(), ids.end(), rng);
+    for (int32_t e : ids) {
+      r.experts.push_back(e);
+      r.weights.push_back(0.1f);
+    }
+  }
+  return r;
+}
+
+TEST_F(CudaTest, DeviceGroupingIsHostGrouping) {
+  uint32_t seed = 40;
+  for (int64_t T : {1, 3, 8, 64, 300})
+    for (int64_t E : {16, 128, 512}) {
+      const int64_t k = 8;
+      const Routing r = skewed_routing(T, E, k, seed++);
+      const ExpertGroups g = lockstep::group_by_expert(r, E);
+      DeviceBuffer<int32_t> de(r.experts), src(T * k), slot(T * k),
+          groups(static_cast<size_t>(moe_groups_size(T, k, E)));
+      moe_group(de.get(), T, k, E, src.get(), slot.get(), groups.get());
+      const std::string what = "T " + std::to_string(T) + " E " + std::to_string(E);
+      EXPECT_EQ(src.to_host(), g.source) << what;
+      EXPECT_EQ(slot.to_host(), g.slot) << what;
+      std::vector<int32_t> want = {0};
+      for (int64_t e = 0; e < E; ++e)
+        if (g.count[e] > 0) {
+          ++want[0];
+          want.insert(want.end(), {static_cast<int32_t>(e), static_cast<int32_t>(g.first[e]),
+                                   static_cast<int32_t>(g.count[e])});
+        }
+      std::vector<int32_t> got = groups.to_host();
+      got.resize(want.size());
+      EXPECT_EQ(got, want) << what;
+    }
+}
+
+// E experts' weights of one projection shape on the device: BF16 (bits 0) or 4/8-bit quantized.
+struct DeviceExperts {
+  std::vector<DeviceBf16> bf16;
+  std::vector<DeviceQuant> quant;
+  std::vector<HostQuant> host;  // the quantized sources
+  std::vector<Weight> w;
+};
+DeviceExperts make_experts(int64_t E, int64_t N, int64_t K, int bits, uint32_t seed) {
+  DeviceExperts d;
+  for (int64_t e = 0; e < E; ++e) {
+    if (bits == 0) {
+      d.bf16.push_back(bf16_on_device(random_bf16(static_cast<size_t>(N * K), seed + e), N, K));
+    } else {
+      d.host.push_back(random_quant(N, K, bits, 64, DType::BF16, seed + static_cast<uint32_t>(e)));
+      d.quant.push_back(to_device(d.host.back().w));
+    }
+  }
+  for (int64_t e = 0; e < E; ++e) d.w.push_back(bits == 0 ? d.bf16[e].w : d.quant[e].w);
+  return d;
+}
+
+TEST_F(CudaTest, GroupedExpertLinearIsPerExpertLinearBitwise) {
+  struct Shape {
+    int64_t N, K;
+  };
+  // qwen3-30b-a3b gate/up and down, qwen3.5-35b-a3b's, and an S = 1 shape (16k rows).
+  const Shape shapes[] = {{768, 2048}, {2048, 768}, {512, 2048}, {2048, 512}, {16384, 256}};
+  const int64_t E = 24, k = 4;
+  uint32_t seed = 100;
+  for (const Shape& sh : shapes)
+    for (int bits : {0, 4, 8}) {
+      if (sh.N == 16384 && bits != 0) continue;  // one S = 1 case is enough
+      DeviceExperts ex = make_experts(E, sh.N, sh.K, bits, seed);
+      seed += 100;
+      // Two projections (as gate and up): expert e's at 2 e and 2 e + 1 (the second is expert
+      // (e + 1) % E's weight, so the two differ).
+      std::vector<const Weight*> table;
+      for (int64_t e = 0; e < E; ++e) {
+        table.push_back(&ex.w[e]);
+        table.push_back(&ex.w[(e + 1) % E]);
+      }
+      if (!linear_experts_supported(ex.w[0])) {
+        ADD_FAILURE() << "linear_experts does not take " << sh.N << "x" << sh.K << " at " << bits
+                      << " bits";
+        continue;
+      }
+      ExpertTable t = make_expert_table(table, 2);
+      for (int64_t T : {1, 3, 8, 64, 300}) {
+        const Routing r = skewed_routing(T, E, k, seed++);
+        const ExpertGroups g = lockstep::group_by_expert(r, E);
+        const int64_t n = T * k;
+        DeviceBuffer<int32_t> de(r.experts), src(n), slot(n),
+            groups(static_cast<size_t>(moe_groups_size(T, k, E)));
+        moe_group(de.get(), T, k, E, src.get(), slot.get(), groups.get());
+        DeviceBuffer<float> x(random_floats(static_cast<size_t>(n * sh.K), seed++));
+        DeviceBuffer<float> y0(std::vector<float>(n * sh.N, NAN)), y1(std::vector<float>(n * sh.N, NAN));
+        DeviceBuffer<float> r0(std::vector<float>(n * sh.N, NAN)), r1(std::vector<float>(n * sh.N, NAN));
+        float* ys[2] = {y0.get(), y1.get()};
+        linear_experts(t, x.get(), ys, groups.get(), T, n);
+        for (int64_t e = 0; e < E; ++e) {
+          if (g.count[e] == 0) continue;
+          const float* xe = x.get() + g.first[e] * sh.K;
+          linear(xe, g.count[e], ex.w[e], nullptr, r0.get() + g.first[e] * sh.N);
+          linear(xe, g.count[e], ex.w[(e + 1) % E], nullptr, r1.get() + g.first[e] * sh.N);
+        }
+        const std::vector<float> a0 = y0.to_host(), b0 = r0.to_host(), a1 = y1.to_host(),
+                                 b1 = r1.to_host();
+        const std::string what = std::to_string(sh.N) + "x" + std::to_string(sh.K) + " bits " +
+                                 std::to_string(bits) + " T " + std::to_string(T);
+        EXPECT_TRUE(same_bits(a0.data(), b0.data(), a0.size()))
+            << what << " projection 0: " << diff_summary(a0.data(), b0.data(), a0.size());
+        EXPECT_TRUE(same_bits(a1.data(), b1.data(), a1.size()))
+            << what << " projection 1: " << diff_summary(a1.data(), b1.data(), a1.size());
+      }
+      free_expert_table(t);
+    }
+}
+
+// Host BF16 expert weights (kept alive: the backend places views of them).
+struct HostExperts {
+  std::vector<std::vector<uint16_t>> data;
+  std::vector<ExpertWeights> host;
+};
+Weight host_bf16(std::vector<std::vector<uint16_t>>& store, int64_t N, int64_t K, uint32_t seed) {
+  store.push_back(random_bf16(static_cast<size_t>(N * K), seed));
+  return bf16_weight(store.back().data(), N, K);
+}
+
+// One MoE layer (E experts, k per token, shared expert as a given [T][H] row block and gate)
+// through the host-routed path and the device path, on the same backend and inputs.
+TEST_F(CudaTest, MoeLayerDevicePathIsHostPathBitwiseEagerAndReplayed) {
+  for (int bits : {0, 4}) {
+    const int64_t E = 64, k = 8, H = 1024, I = 512;
+    auto be = make_cuda_backend();
+    std::vector<std::vector<uint16_t>> store;
+    std::vector<HostQuant> qstore;
+    store.reserve(3 * E + 1);
+    qstore.reserve(3 * E);
+    std::vector<ExpertWeights> experts;
+    uint32_t seed = 500 + bits;
+    auto make = [&](int64_t N, int64_t K) {
+      if (bits == 0) return be->place(host_bf16(store, N, K, seed++));
+      qstore.push_back(random_quant(N, K, bits, 64, DType::BF16, seed++));
+      return be->place(qstore.back().w);
+    };
+    for (int64_t e = 0; e < E; ++e) {
+      ExpertWeights x;
+      x.gate = make(I, H);
+      x.up = make(I, H);
+      x.down = make(H, I);
+      experts.push_back(x);
+    }
+    const Weight router = be->place(host_bf16(store, E, H, seed++));
+    const ExpertSet set = lockstep::expert_set(experts, *be);
+    ASSERT_TRUE(set.on_device) << "bits " << bits;
+    for (int64_t T : {1, 3, 8, 32, 64}) {
+      // Host path, eagerly, for 4 different inputs.
+      std::vector<std::vector<float>> want;
+      std::vector<std::vector<float>> inputs, shared_in, gate_in;
+      for (int round = 0; round < 4; ++round) {
+        inputs.push_back(random_floats(static_cast<size_t>(T * H), seed++));
+        shared_in.push_back(random_floats(static_cast<size_t>(T * H), seed++));
+        gate_in.push_back(random_floats(static_cast<size_t>(T), seed++, -3.0f, 3.0f));
+        Floats h = be->upload(inputs.back()), sh = be->upload(shared_in.back()),
+               sg = be->upload(gate_in.back());
+        Floats logits = be->array<float>(T * E), out = be->array<float>(T * H);
+        be->linear(h.data(), T, router, nullptr, logits.data());
+        const Routing r = lockstep::route_tokens(be->download(logits.data(), T * E), T, E, k, true);
+        lockstep::routed_experts_forward(experts, false, h.data(), T, r, sh.data(), sg.data(),
+                                         out.data(), *be);
+        want.push_back(be->download(out.data(), T * H));
+      }
+      // Device path: eagerly, then inside a recorded step (first eager, then recorded, then
+      // replayed) with new inputs each time, so the replays route differently.
+      for (int round = 0; round < 4; ++round) {
+        const std::string key = round == 0 ? "" : "moe-test|" + std::to_string(T);
+        be->begin_step(key);
+        Floats h = be->upload(inputs[round]), sh = be->upload(shared_in[round]),
+               sg = be->upload(gate_in[round]);
+        Floats logits = be->array<float>(T * E), out = be->array<float>(T * H);
+        Floats w = be->array<float>(T * k);
+        Ints ids = be->array<int32_t>(T * k);
+        be->linear(h.data(), T, router, nullptr, logits.data());
+        be->moe_route(logits.data(), T, E, k, true, nullptr, ids.data(), w.data());
+        lockstep::routed_experts_forward_device(set, false, h.data(), T, k, ids.data(), w.data(),
+                                                sh.data(), sg.data(), out.data(), *be);
+        const std::vector<float> got = be->download(out.data(), T * H);
+        be->end_step(true);
+        EXPECT_TRUE(same_bits(got.data(), want[round].data(), got.size()))
+            << "bits " << bits << " T " << T << " round " << round << ": "
+            << diff_summary(got.data(), want[round].data(), got.size());
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::kernels::cuda::test
