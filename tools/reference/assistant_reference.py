@@ -88,9 +88,10 @@ def target_pass(target, ids):
     with torch.no_grad():
         out = text(input_ids=torch.tensor([ids]), use_cache=False, output_hidden_states=True,
                    return_shared_kv_states=True)
-        hidden = out.hidden_states[-1][0]
+        hidden = out.hidden_states[-1][0]  # what the candidate generator feeds the assistant
+        normed_gap = (hidden - out.last_hidden_state[0]).abs().max().item()
         logits = target(input_ids=torch.tensor([ids]), use_cache=False).logits[0]
-    return hidden, dict(out.shared_kv_states), logits
+    return hidden, dict(out.shared_kv_states), logits, normed_gap
 
 
 def draft_steps(target, assistant, ids, hidden, shared_kv, first_token, steps=STEPS):
@@ -117,13 +118,14 @@ def truncated_sliding(shared_kv, window):
 
 def compute(target, assistants, ids):
     """assistant_reference.json's content (inside Float64Everywhere with float64 models)."""
-    hidden, shared_kv, logits = target_pass(target, ids)
+    hidden, shared_kv, logits, normed_gap = target_pass(target, ids)
     first = int(torch.argmax(logits[-1]))
     window = assistants["assistant"].config.get_text_config().sliding_window
     ref = {"ids": list(ids), "position": len(ids), "first_token": first, "target_hidden": round9(hidden),
            "target_logits": round9(logits),
            "shared_kv_shapes": {k: list(v[0].shape) for k, v in shared_kv.items()}, "assistants": {}}
-    checks = {}
+    # 0: hidden_states[-1] is the final-normed hidden (what lockstep's observe_hidden gives).
+    checks = {"hidden_states_last_vs_last_hidden_state": normed_gap}
     for name, a in assistants.items():
         steps = draft_steps(target, a, ids, hidden, shared_kv, first)
         alt = draft_steps(target, a, ids, hidden, truncated_sliding(shared_kv, window), first)
