@@ -31,16 +31,23 @@ json read_json_file(const std::string& path) {
   }
 }
 
-// What Gemma4AssistantConfig.validate_architecture requires of the text stack.
-void check_text_stack(const Fields& f, const ModelConfig& t) {
-  if (t.gemma4.per_layer_input_size != 0)
+// What Gemma4AssistantConfig.validate_architecture requires of the text stack: no per-layer
+// inputs (checked before the gemma4 parser, whose own checks of them would name another field).
+void check_no_per_layer_inputs(const Fields& f) {
+  const int64_t ple = f.integer("hidden_size_per_layer_input", 256);
+  if (ple != 0)
     fail(f.source(), ": field \"", f.name("hidden_size_per_layer_input"), "\" must be 0 for a "
-         "gemma4_assistant, found ", t.gemma4.per_layer_input_size,
+         "gemma4_assistant, found ", ple,
          (f.has("hidden_size_per_layer_input") ? "" : " (the Gemma 4 default, as it is absent)"));
   const int64_t ple_vocab = f.integer("vocab_size_per_layer_input", 262144);
   if (ple_vocab != 0)
     fail(f.source(), ": field \"", f.name("vocab_size_per_layer_input"), "\" must be 0 for a "
-         "gemma4_assistant, found ", ple_vocab);
+         "gemma4_assistant, found ", ple_vocab,
+         (f.has("vocab_size_per_layer_input") ? "" : " (the Gemma 4 default, as it is absent)"));
+}
+
+// The rest of validate_architecture, on the parsed stack.
+void check_text_stack(const Fields& f, const ModelConfig& t) {
   if (t.gemma4.moe_block)
     fail(f.source(), ": field \"", f.name("enable_moe_block"), "\" must be false for a "
          "gemma4_assistant");
@@ -94,6 +101,7 @@ Gemma4AssistantConfig parse_gemma4_assistant_config(const std::string& json_text
   t.source = source;
   t.model_type = "gemma4_text";
   t.weight_prefix = "model.";
+  check_no_per_layer_inputs(f);
   config_detail::parse_gemma4(top, f, text, t);
   check_text_stack(f, t);
   t.gemma4.kv_shared_layers = t.num_hidden_layers;
