@@ -1,7 +1,10 @@
 // The Gemma 4 assistant's forward (models/gemma4_assistant.h has the math). It owns no cache and
 // writes none: its attention reads the target's KvPool through a block table copied from the
-// target sequence, with the query at position n and n keys, so a sliding layer's window (the
-// kernel's: keys (n - 1 - window, n - 1]) is transformers' last sliding_window positions.
+// target sequence, with the query at position n and n keys. A sliding layer sees the last
+// sliding_window + 1 keys: transformers' create_bidirectional_sliding_window_mask keeps, for
+// query index 0 and kv indices 0..n-1, those with |q - kv| <= sliding_window (inclusive), and the
+// assistant flips that mask along kv, so kv n-1-window .. n-1 remain; the kernel's window w at
+// row n - 1 keeps (n - 1 - w, n - 1], hence w = sliding_window + 1.
 #include "models/gemma4_assistant.h"
 
 #include <algorithm>
@@ -189,7 +192,7 @@ class Assistant final : public Gemma4Assistant {
     L.post_feedforward_norm = be.upload(vector_f32(w, lp + "post_feedforward_layernorm.weight", H));
     L.layer_scalar = vector_f32(w, lp + "layer_scalar", 1).front();
     L.head_dim = t.head_dim_of(l);
-    L.window = t.attention_window(l);
+    L.window = t.attention_window(l) > 0 ? t.attention_window(l) + 1 : 0;  // inclusive: see the top
     L.kv_layer = L.window > 0 ? src_.sliding_kv_layer : src_.full_kv_layer;
     const std::string ap = lp + "self_attn.";
     for (const char* absent : {"k_proj.weight", "v_proj.weight", "k_norm.weight"})

@@ -7,7 +7,8 @@
 //   per layer: Gemma 4 decoder layer whose attention computes only queries (q_proj, q_norm, RoPE
 //     at position n) and attends to the TARGET's cache of the layer's kind: the full layers to
 //     the KV of the target's last full layer with its own KV, positions [0, n); the sliding
-//     layers to its last sliding layer's, the last sliding_window of them. Scores unscaled.
+//     layers to its last sliding layer's, the last sliding_window + 1 of them (transformers'
+//     inclusive bidirectional window, flipped). Scores unscaled.
 //   z = norm(y);  next hidden = post_projection(z);  logits = lm_head(z) (no soft-cap), or with
 //     use_ordered_embeddings the centroid-masked embedder: the tokens of the top-k centroids of
 //     centroids(z) keep their lm_head logits, every other token gets (their minimum - 1).

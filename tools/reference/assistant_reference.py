@@ -18,9 +18,11 @@ SinglePositionMultiTokenCandidateGenerator.get_candidates:
     logits_j = out.logits; h_{j+1} = out.last_hidden_state (post_projection); x_{j+1} = argmax
 
 The assistant's full layers attend to all n target positions, its sliding layers to the
-last sliding_window of them (transformers' flipped bidirectional window mask);
-`checks.sliding_last_window` confirms that by running the step on explicitly truncated
-sliding KV.
+last sliding_window + 1 of them: create_bidirectional_sliding_window_mask keeps |q - kv| <=
+sliding_window (inclusive) for query index 0, and the assistant flips that mask along kv.
+`checks.<name>_sliding_last_window_plus_1` confirms it by running the steps on sliding KV cut to
+those positions (0: the same logits); `checks.<name>_sliding_last_window` cuts to sliding_window
+positions and is not 0 (the cut drops a key the mask keeps).
 
 Use: `python3 assistant_reference.py tests/fixtures/gemma4-assistant-f32` recomputes
 assistant_reference.json from the fixture's files and prints the largest difference.
@@ -128,9 +130,10 @@ def compute(target, assistants, ids):
     checks = {"hidden_states_last_vs_last_hidden_state": normed_gap}
     for name, a in assistants.items():
         steps = draft_steps(target, a, ids, hidden, shared_kv, first)
-        alt = draft_steps(target, a, ids, hidden, truncated_sliding(shared_kv, window), first)
-        checks[f"{name}_sliding_last_window"] = max((s["logits"] - t["logits"]).abs().max().item()
-                                                    for s, t in zip(steps, alt))
+        for suffix, keep in (("", window), ("_plus_1", window + 1)):
+            alt = draft_steps(target, a, ids, hidden, truncated_sliding(shared_kv, keep), first)
+            checks[f"{name}_sliding_last_window{suffix}"] = max(
+                (s["logits"] - t["logits"]).abs().max().item() for s, t in zip(steps, alt))
         ref["assistants"][name] = [
             {"step": s["step"], "token": s["token"], "logits": round9(s["logits"]), "hidden": round9(s["hidden"])}
             for s in steps]
