@@ -152,7 +152,7 @@ int run_bench_command(BenchFlags& f) {
   mf.dir = dir;
   auto model = load_model_from_flags(mf, f.bench.prompt_tokens + f.bench.gen_tokens + 16);
   apply_numerics(f.spec);
-  std::unique_ptr<Model> draft_model;
+  DraftHolder draft_model;
   auto drafter = make_drafter(f.spec, dir, *model, SamplingParams{}, draft_model);
   f.bench.drafter = drafter.get();
   f.bench.draft_width =

@@ -63,7 +63,7 @@ int run_chat(const ChatFlags& f) {
   if (!b.chat_template) fail("chat needs a chat template: ", b.chat_template_error);
   EngineOptions eo;
   eo.parallel = 1;
-  Engine engine(*b.model, eo, b.draft.get());
+  Engine engine(*b.model, eo, b.draft.get(), b.assistant.get());
 
   const bool tty = isatty(STDIN_FILENO);
   if (tty) std::fprintf(stderr, "lockstep chat: %s. /exit or Ctrl-D quits, /reset forgets.\n", b.dir.c_str());

@@ -47,7 +47,7 @@ int run_generate(const GenerateFlags& f) {
   apply_numerics(f.spec);
   GenerateOptions o;
   o.sampling = f.sampling;
-  std::unique_ptr<Model> draft_model;
+  DraftHolder draft_model;
   auto drafter = make_drafter(f.spec, dir, *model, f.sampling, draft_model);
   o.drafter = drafter.get();
   o.draft_width = f.spec.draft_width > 0 ? f.spec.draft_width : default_draft_width(f.spec.spec);

@@ -80,7 +80,7 @@ int run_serve(ServeFlags& f) {
   ServingBundle b = load_serving_bundle(f.model, f.spec, kv_tokens);
   if (f.spec.spec == "mtp" && !b.model->mtp()) fail("--spec mtp: the model has no MTP head");
 
-  Engine engine(*b.model, f.engine, b.draft.get());
+  Engine engine(*b.model, f.engine, b.draft.get(), b.assistant.get());
   server::ServingContext ctx;
   ctx.engine = &engine;
   ctx.tokenizer = b.tokenizer.get();

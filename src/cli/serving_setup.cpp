@@ -38,7 +38,15 @@ ServingBundle load_serving_bundle(const ModelFlags& flags, const SpecFlags& spec
   // for spec "draft".
   const std::string draft_dir = !spec.draft_model.empty() ? spec.draft_model : default_draft_dir(b.dir);
   if (spec.spec == "draft" && draft_dir.empty()) fail("--spec draft needs --draft-model DIR");
-  if (!draft_dir.empty()) {
+  if (spec.spec == "assistant" && spec.draft_model.empty())
+    fail("--spec assistant needs --draft-model DIR (a gemma4_assistant checkpoint)");
+  // A Gemma 4 assistant there serves spec "assistant" instead (it reads the target's KV, so it
+  // has no cache of its own to size).
+  if (!draft_dir.empty() && is_gemma4_assistant_dir(draft_dir)) {
+    b.assistant = load_gemma4_assistant(draft_dir, *b.model);
+  } else if (!draft_dir.empty()) {
+    if (spec.spec == "assistant")
+      fail("--spec assistant: --draft-model ", draft_dir, " is not a gemma4_assistant checkpoint");
     b.draft = load_draft_model(draft_dir, *b.model, capacity);
   }
 

@@ -20,6 +20,7 @@ struct ServingBundle {
   std::string dir;
   std::unique_ptr<Model> model;
   std::unique_ptr<Model> draft;                      // for spec "draft"; may be null
+  std::unique_ptr<Gemma4Assistant> assistant;        // for spec "assistant"; may be null
   std::unique_ptr<Tokenizer> tokenizer;              // may be null (ids only)
   std::shared_ptr<const ChatTemplate> chat_template;  // may be null
   std::string chat_template_error;                   // why it is null, when it is

@@ -82,8 +82,13 @@ int run_verify(const VerifyFlags& f) {
                                             eos_ids_for(model->config(), tok.get()),
                                             /*with_end_of_turn=*/true);
   std::unique_ptr<Model> draft;
+  std::unique_ptr<Gemma4Assistant> assistant;
   const std::string draft_dir = f.draft_model.empty() ? default_draft_dir(dir) : f.draft_model;
-  if (!draft_dir.empty()) {
+  if (!draft_dir.empty() && is_gemma4_assistant_dir(draft_dir)) {
+    // A Gemma 4 assistant gates assistant/wK (it reads the target's cache in every case).
+    assistant = load_gemma4_assistant(draft_dir, *model);
+    cfg.assistant = assistant.get();
+  } else if (!draft_dir.empty()) {
     // On the target's device, as generate and serve run it (a CPU draft beside a GPU target would
     // gate a pairing no user runs).
     draft = load_draft_model(draft_dir, *model, ModelOptions{}.kv_capacity_tokens);
@@ -165,7 +170,9 @@ const Command kVerify(
                      "JSON lines: \"text\", {\"prompt\": \"text\"} or {\"ids\": [...]}");
       app.add_option("-n,--max-tokens", f->max_tokens, "Tokens per generation (default 128)")
           ->check(CLI::PositiveNumber);
-      app.add_option("--draft-model", f->draft_model, "Also gate draft-model speculation (default with the shipped target: the shipped draft)");
+      app.add_option("--draft-model", f->draft_model,
+                     "Also gate draft-model speculation (default with the shipped target: the "
+                     "shipped draft), or, for a gemma4_assistant directory, the assistant modes");
       app.add_flag("--json", f->json, "Print the report as JSON");
       return [f] { return run_verify(*f); };
     });

@@ -34,6 +34,7 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
       fail("stop strings need a tokenizer (the model directory has no tokenizer.json)");
     stops_ = std::make_unique<StopMatcher>(*options_.tokenizer, options_.stop);
   }
+  if (options_.drafter) options_.drafter->bind_target(seq_.get());
   if (options_.drafter && options_.draft_width < 1)
     fail("draft width must be >= 1, got ", options_.draft_width);
   if (history_.empty()) fail("the prompt is empty (at least one token is needed)");

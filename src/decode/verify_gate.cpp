@@ -5,6 +5,7 @@
 
 #include "decode/batch_generate.h"
 #include "decode/constraint_tracker.h"
+#include "decode/speculative/assistant_drafter.h"
 #include "decode/speculative/draft_model_drafter.h"
 #include "decode/speculative/lookup_drafter.h"
 #include "decode/speculative/mtp_drafter.h"
@@ -100,6 +101,12 @@ GateReport run_gate(Model& model, const GateConfig& cfg,
       for (int w : cfg.mtp_widths)
         modes.push_back({"mtp/w" + std::to_string(w), w, [&] {
                            return std::make_unique<MtpSpecDrafter>(model, base.sampling);
+                         }});
+    if (cfg.assistant)
+      for (int w : cfg.assistant_widths)
+        modes.push_back({"assistant/w" + std::to_string(w), w, [&] {
+                           return std::make_unique<AssistantDrafter>(*cfg.assistant, model,
+                                                                     base.sampling);
                          }});
     for (const Mode& m : modes) {
       for (size_t i = 0; i < cfg.prompts.size(); ++i) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "decode/generate.h"
+#include "models/gemma4_assistant.h"
 
 namespace lockstep {
 
@@ -24,6 +25,8 @@ struct GateConfig {
   std::vector<int> draft_widths = {1, 2, 3, 4};
   std::vector<int> mtp_widths = {1, 2, 3, 4};    // when the model has an MTP head
   Model* draft_model = nullptr;       // adds draft/wK cases
+  std::vector<int> assistant_widths = {1, 2, 3, 4};
+  Gemma4Assistant* assistant = nullptr;  // adds assistant/wK cases (loaded for the gated model)
   // Every case, the baseline included, decodes under this constraint (each with its own state).
   std::shared_ptr<const constraints::Constraint> constraint;
   // Every case decodes under this reasoning budget too (GenerateOptions::reasoning_budget).

@@ -506,6 +506,10 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
              type == "qwen3_5_text" || type == "qwen3_5_moe_text" || type == "qwen3_next" ||
              type == "gemma3_text" || type == "gemma4_text") {
     c.model_type = type;
+  } else if (type == "gemma4_assistant") {
+    fail(source, ": model_type gemma4_assistant is a drafter that runs beside its Gemma 4 target "
+         "(it reads the target's KV cache), not a model of its own: pass it as --draft-model "
+         "with --spec assistant");
   } else if (type == "qwen2_moe" || type == "mixtral") {
     fail(source, ": MoE model_type \"", type, "\" is not supported yet (supported: ", kSupported,
          ")");

@@ -141,7 +141,10 @@ class Gemma4Model final : public KvModel {
     lm_head_ = c.tie_word_embeddings && !w.has(names.lm_head)
                    ? embed_
                    : be.place(matrix(w, names.lm_head, c.vocab_size, H));
+    lend_kv(cache_of);
   }
+
+  const SharedKvSource* shared_kv_source() const override { return &lent_; }
 
   ForwardResult forward(std::span<const ForwardItem> items) override {
     const ModelConfig& c = config_;
@@ -346,6 +349,23 @@ class Gemma4Model final : public KvModel {
     be.scale(x, T * H, L.layer_scalar);
   }
 
+  // What an assistant drafter reads (transformers' shared_kv_states): the cache of the last
+  // layer of each kind that computes its own KV (its store_full_length_kv layer).
+  void lend_kv(const std::vector<int64_t>& cache_of) {
+    const ModelConfig& c = config_;
+    lent_.config = &config_;
+    lent_.backend = be_.get();
+    lent_.kv = &kv_;
+    lent_.embed = embed_;
+    lent_.embed_scale = embed_scale_;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      if (c.gemma4.kv_source[l] != l) continue;
+      (c.sliding_layers[l] ? lent_.sliding_kv_layer : lent_.full_kv_layer) = cache_of[l];
+      (c.sliding_layers[l] ? lent_.sliding_source : lent_.full_source) = l;
+    }
+  }
+
+  SharedKvSource lent_;
   kernels::RopeTable rope_sliding_, rope_full_;
   kernels::Weight embed_, lm_head_;
   float embed_scale_ = 1.0f;

@@ -110,6 +110,21 @@ class MtpDrafter {
   virtual void truncate(SequenceState& seq, int64_t length) = 0;
 };
 
+// What a KV-sharing drafter (Gemma 4's assistant, models/gemma4_assistant.h) reads from its
+// target, read only: the target's backend (the drafter's weights are placed in it, so it can
+// attend to the target's cache wherever that lives), the cache, which pool layers hold the KV of
+// the target's last full-attention and last sliding layer that compute their own (-1: none of
+// that kind), and the target's scaled input embedding.
+struct SharedKvSource {
+  const ModelConfig* config = nullptr;
+  kernels::Backend* backend = nullptr;
+  const KvPool* kv = nullptr;
+  int64_t full_kv_layer = -1, sliding_kv_layer = -1;  // KvPool layers
+  int64_t full_source = -1, sliding_source = -1;      // the model layers they belong to
+  kernels::Weight embed;                              // [vocab][hidden] in `backend`
+  float embed_scale = 1.0f;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -129,6 +144,8 @@ class Model {
   virtual size_t state_bytes_per_sequence() const { return 0; }
   // The checkpoint's MTP head, or nullptr when it has none (or the family has no such head).
   virtual MtpDrafter* mtp() { return nullptr; }
+  // What a KV-sharing drafter reads (nullptr: the family lends none; Gemma 4 does).
+  virtual const SharedKvSource* shared_kv_source() const { return nullptr; }
   // Where the model's weights and caches live (ModelOptions::device).
   virtual kernels::Device device() const { return kernels::Device::Cpu; }
 };

@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "models/checkpoint_layout.h"
 #include "models/config.h"
+#include "models/gemma4_assistant_config.h"
 
 namespace lockstep {
 
@@ -234,6 +235,23 @@ json gemma4_config(const Gemma4Preset& g) {
   return c;
 }
 
+// A Gemma 4 assistant drafter for a Gemma 4 preset (model_type gemma4_assistant): its own text
+// stack of `g`'s shape (g.kv_shared = layers: every layer reads the target's KV, so head dims, KV
+// heads and window must be the target's), projections to and from the target's hidden size.
+json gemma4_assistant_config(const Gemma4Preset& g, int64_t backbone_hidden) {
+  json text = gemma4_config(g);
+  text.erase("architectures");
+  text.erase("final_logit_softcapping");  // the assistant's forward applies none
+  return {{"architectures", {"Gemma4AssistantForCausalLM"}},
+          {"model_type", "gemma4_assistant"},
+          {"backbone_hidden_size", backbone_hidden},
+          {"use_ordered_embeddings", false},
+          {"num_centroids", 2048},
+          {"centroid_intermediate_top_k", 32},
+          {"tie_word_embeddings", true},
+          {"text_config", text}};
+}
+
 json preset(const std::string& like) {
   if (like == "qwen3-0.6b")
     return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 1024, 3072, 28, 16, 8, 128, 40960,
@@ -378,6 +396,14 @@ json preset(const std::string& like) {
     c["bos_token_id"] = 1;
     return c;
   }
+  // Assistants for tiny-gemma4 and small-gemma4: 4 layers [S, S, S, F] at half the target's
+  // width, reading its sliding (layer 3) and full (layer 2) caches.
+  if (like == "tiny-gemma4-assistant")
+    return gemma4_assistant_config(
+        {512, 32, 64, 4, 4, 2, 32, 64, 1, 8, 4, 4, 0, 4096, false, 0, 0, 0}, 64);
+  if (like == "small-gemma4-assistant")
+    return gemma4_assistant_config(
+        {512, 128, 256, 4, 4, 2, 64, 128, 1, 16, 4, 4, 0, 4096, false, 0, 0, 0}, 256);
   if (like == "small-mistral") {
     json c = dense_config({"mistral", "MistralForCausalLM", 512, 256, 512, 2, 4, 2, 64, 4096, 1e6,
                            1e-5, false, 1, 2});
@@ -453,12 +479,15 @@ std::vector<std::string> random_checkpoint_presets() {
           "gemma-3-27b",     "tiny-gemma3",        "tiny-gemma3-vocab", "gemma-4-e2b",
           "gemma-4-e4b",     "gemma-4-31b",        "gemma-4-26b-a4b", "tiny-gemma4",
           "tiny-gemma4-moe", "mistral-7b-v0.3",    "tiny-mistral",    "small-gemma3",
-          "small-gemma4",    "small-gemma4-moe",   "small-mistral"};
+          "small-gemma4",    "small-gemma4-moe",   "small-mistral",   "tiny-gemma4-assistant",
+          "small-gemma4-assistant"};
 }
 
 std::string preset_config_json(const std::string& like, DType dtype, int64_t layers) {
   json c = preset(like);
   c["torch_dtype"] = torch_dtype_name(dtype);
+  if (layers > 0 && c.value("model_type", "") == "gemma4_assistant")
+    fail("--layers: ", like, " is an assistant drafter; its layers are what its target expects");
   if (layers > 0) {  // the first `layers` of the model; a hybrid keeps its layer pattern
     if (c.contains("layer_types")) {
       const json all = c["layer_types"];
@@ -498,8 +527,14 @@ RandomCheckpointSummary make_random_checkpoint(const RandomCheckpointOptions& o)
     out << config_text;
     if (!out) fail((dir / "config.json").string(), ": write failed");
   }
-  const ModelConfig cfg = parse_model_config(config_text, (dir / "config.json").string());
-  const std::vector<LayoutTensor> layout = checkpoint_layout(cfg, o.dtype);
+  const std::string config_path = (dir / "config.json").string();
+  const bool assistant = json::parse(config_text).value("model_type", "") == "gemma4_assistant";
+  const ModelConfig cfg = assistant ? parse_gemma4_assistant_config(config_text, config_path).text
+                                    : parse_model_config(config_text, config_path);
+  const std::vector<LayoutTensor> layout =
+      assistant ? gemma4_assistant_layout(parse_gemma4_assistant_config(config_text, config_path),
+                                          o.dtype)
+                : checkpoint_layout(cfg, o.dtype);
 
   std::vector<TensorHeader> headers;
   RandomCheckpointSummary sum;

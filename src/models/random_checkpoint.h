@@ -20,7 +20,8 @@ namespace lockstep {
 // 262144-token vocabulary, so its tokenizer and chat template can drive it), tiny-gemma4,
 // tiny-gemma4-moe, tiny-mistral; small-gemma3, small-gemma4, small-gemma4-moe, small-mistral are
 // sliding-window test presets at shapes the CUDA kernels take (head_dim 64 / 128, widths that
-// are multiples of 16), for the GPU gates.
+// are multiples of 16), for the GPU gates; tiny-gemma4-assistant and small-gemma4-assistant are
+// Gemma 4 assistant drafters (gemma4_assistant) for tiny-gemma4 and small-gemma4.
 std::vector<std::string> random_checkpoint_presets();
 
 // The config.json text of a preset (torch_dtype set from `dtype`; layers > 0 keeps only the first

@@ -42,8 +42,8 @@ int64_t worst_case_tokens(const EngineRequest& r) {
 
 }  // namespace
 
-Engine::Engine(Model& model, EngineOptions options, Model* draft)
-    : model_(model), draft_(draft), options_(options),
+Engine::Engine(Model& model, EngineOptions options, Model* draft, Gemma4Assistant* assistant)
+    : model_(model), draft_(draft), assistant_(assistant), options_(options),
       queue_(static_cast<size_t>(std::max(options.parallel, 0)) + options.max_queue) {
   if (options_.parallel < 1) fail("--parallel must be >= 1, got ", options_.parallel);
   if (options_.prefill_chunk < 1) fail("--prefill-chunk must be >= 1, got ", options_.prefill_chunk);
@@ -70,8 +70,11 @@ void Engine::validate(EngineRequest& r) const {
     if (id < 0 || id >= V) fail("prompt: token id ", id, " is outside the vocabulary [0, ", V, ")");
   if (r.options.max_tokens < 1) fail("max_tokens: must be >= 1, got ", r.options.max_tokens);
   r.options.sampling.validate();
-  if (!is_spec_mode(r.spec)) fail("spec: unknown mode \"", r.spec, "\" (expected none, lookup, draft or mtp)");
+  if (!is_spec_mode(r.spec))
+    fail("spec: unknown mode \"", r.spec, "\" (expected none, lookup, draft, mtp or assistant)");
   if (r.spec == "draft" && !draft_) fail("spec: \"draft\" needs the server started with --draft-model");
+  if (r.spec == "assistant" && !assistant_)
+    fail("spec: \"assistant\" needs the server started with --draft-model of a Gemma 4 assistant");
   if (r.spec == "mtp" && !model_.mtp()) fail("spec: \"mtp\": the model has no MTP head");
   if (r.top_logprobs > 20) fail("top_logprobs: at most 20, got ", r.top_logprobs);
   const int64_t ctx = context_tokens();
@@ -138,7 +141,7 @@ void Engine::loop() {
     run.reserved_blocks = need;
     EngineRequest& r = p.request;
     try {
-      run.drafter = make_drafter(r.spec, model_, draft_, r.options.sampling);
+      run.drafter = make_drafter(r.spec, model_, draft_, r.options.sampling, assistant_);
       GenerateOptions o = r.options;
       o.drafter = run.drafter.get();
       o.draft_width = draft_width_of(r);

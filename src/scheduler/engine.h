@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "decode/generate.h"
+#include "models/gemma4_assistant.h"
 #include "scheduler/request_queue.h"
 
 namespace lockstep {
@@ -36,8 +37,10 @@ inline int64_t output_room(int64_t prompt_tokens, int64_t context_tokens) {
 
 class Engine {
  public:
-  // `draft` (optional) serves requests with spec "draft".
-  Engine(Model& model, EngineOptions options, Model* draft = nullptr);
+  // `draft` (optional) serves requests with spec "draft", `assistant` (optional, a Gemma 4
+  // assistant loaded for `model`) those with spec "assistant".
+  Engine(Model& model, EngineOptions options, Model* draft = nullptr,
+         Gemma4Assistant* assistant = nullptr);
   ~Engine();  // stops the engine thread (cancelling what is left)
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -70,6 +73,7 @@ class Engine {
 
   Model& model_;
   Model* draft_;
+  Gemma4Assistant* assistant_;
   EngineOptions options_;
   RequestQueue queue_;
   std::atomic<bool> stop_{false}, draining_{false};

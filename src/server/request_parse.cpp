@@ -127,7 +127,7 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
   // Speculation: the server's --spec unless the request names its own (extension fields).
   r.spec = get_string(body, "spec").value_or(ctx.config.default_spec);
   if (!is_spec_mode(r.spec))
-    bad_field("spec", "unknown mode \"" + r.spec + "\" (expected none, lookup, draft or mtp)", "invalid_value");
+    bad_field("spec", "unknown mode \"" + r.spec + "\" (expected none, lookup, draft, mtp or assistant)", "invalid_value");
   r.draft_width = static_cast<int>(get_int(body, "draft_width", 0, 16).value_or(
       has(body, "spec") ? 0 : ctx.config.default_draft_width));
 

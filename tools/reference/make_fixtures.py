@@ -9,7 +9,8 @@ from disk, and compute float64 reference logits for a fixed id sequence.
   python3 tools/reference/make_fixtures.py --out DIR [--only NAME,NAME]
 
 Writes DIR/<name>/{config.json, model.safetensors, generation_config.json (if
-transformers writes one), reference.json[, mtp_reference.json]}. See README.md.
+transformers writes one), reference.json[, mtp_reference.json]}; gemma4-assistant-f32 holds
+target/, assistant/, assistant-ordered/ and assistant_reference.json. See README.md.
 CPU only; float64; takes about a minute.
 """
 
@@ -29,6 +30,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import assistant_reference  # noqa: E402
 import mtp_reference  # noqa: E402
 from common import (  # noqa: E402
     Float64Everywhere,
@@ -780,13 +782,16 @@ def main():
     print_moe_defaults()
     if not args.only or "gemma3" in args.only:
         print_gemma3_defaults()
-    names = [n for n in list(FIXTURES) + list(VARIANTS) if not args.only or n in args.only.split(",")]
+    everything = list(FIXTURES) + list(VARIANTS) + [assistant_reference.NAME]
+    names = [n for n in everything if not args.only or n in args.only.split(",")]
     os.makedirs(args.out, exist_ok=True)
     ok, failed = [], []
     for name in names:
         try:
             if name in VARIANTS:
                 make_variant(name, args.out)
+            elif name == assistant_reference.NAME:  # a target and its assistants (assistant_reference.py)
+                assistant_reference.make(args.out, randomize, rebuild_layer_type_rotary_float64)
             else:
                 make_fixture(name, args.out)
             ok.append(name)

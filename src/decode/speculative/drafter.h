@@ -10,6 +10,8 @@
 
 namespace lockstep {
 
+class SequenceState;
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -25,6 +27,9 @@ class Drafter {
   // was accepted are overwritten by later calls before they are read.
   virtual bool needs_hidden() const { return false; }
   virtual void observe_hidden(int64_t /*first_position*/, std::span<const float> /*rows*/) {}
+  // The target sequence whose decoder this drafter serves (drafters that read the target's KV
+  // cache, the Gemma 4 assistant, keep it; they must only read it).
+  virtual void bind_target(const SequenceState* /*target*/) {}
 };
 
 }  // namespace lockstep
