@@ -6,9 +6,11 @@
 # GPU for random small-gemma4-hd512 checkpoints (sliding layers 256, full layers 512 with values =
 # keys, KV-sharing layers, window 300) with prompts that cross the 256-position chunks and the
 # window, then CPU-versus-GPU greedy agreement on that checkpoint.
-# Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz.
-#   tools/cuda/gemma4_hd512_on_device.sh
+# Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz;
+# `tests` or `gate` runs one half (each well inside one 10-minute device call), no argument both.
+#   tools/cuda/gemma4_hd512_on_device.sh [tests|gate]
 set -uo pipefail
+stage="${1:-all}"
 root="$(pwd)"
 out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out"
@@ -21,11 +23,14 @@ note() { echo "$*" | tee -a "$summary"; }
 nvidia-smi -L | tee -a "$summary"
 
 t0=$(date +%s)
-timeout 420 "$carry/bin/run-cuda_tests" \
+if [ "$stage" != gate ]; then
+timeout 540 "$carry/bin/run-cuda_tests" \
   --gtest_filter='*Attention*:*RmsNormKeepsItsSchedule*:*RopeMatchesCpu*' \
   >"$out/cuda_tests.log" 2>&1
 note "cuda_tests (attention, prep, norms; $(($(date +%s) - t0)) s): $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]|accuracy' "$out/cuda_tests.log" | head -30 | tee -a "$summary"
+fi
+[ "$stage" = tests ] && { cat "$summary"; exit 0; }
 
 # Prompts of 9 to 700 ids plus a repeat (lookup finds matches): the short ones stay in one chunk,
 # 300 and 700 cross chunk edges and the window.
