@@ -80,15 +80,15 @@ struct Gemma4Layer {
   int64_t kv_cache = 0;  // the KvPool layer it writes or (sharing) reads
 };
 
-// The CUDA attention kernels take head_dim 64, 128 or 256; the published Gemma 4 models' full
-// layers have 512, refused here before any weight moves.
+// The CUDA attention kernels take head_dim 64, 128, 256 and 512 (the published models' sliding
+// and full layers); any other is refused here before any weight moves.
 std::unique_ptr<kernels::Backend> gemma4_backend(const ModelConfig& c, const ModelOptions& o) {
   if (o.device != kernels::Device::Cpu)
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const int64_t hd = c.head_dim_of(l);
-      if (hd != 64 && hd != 128 && hd != 256)
+      if (hd != 64 && hd != 128 && hd != 256 && hd != 512)
         fail(c.source, ": layer ", l, " has head_dim ", hd, "; the CUDA attention kernels "
-             "support 64, 128 and 256 (Gemma 4's full layers need 512 there); use --device cpu");
+             "support 64, 128, 256 and 512; use --device cpu");
     }
   return kernels::make_backend(o.device, o.pool);
 }

@@ -404,6 +404,16 @@ json preset(const std::string& like) {
   if (like == "small-gemma4-assistant")
     return gemma4_assistant_config(
         {512, 128, 256, 4, 4, 2, 64, 128, 1, 16, 4, 4, 0, 4096, false, 0, 0, 0}, 256);
+  // The published Gemma 4 geometry at a small size: sliding layers of head dim 256, full layers
+  // of 512 with values = keys, window 300 (crossing the 256-position attention chunks), the last
+  // two layers sharing KV, per-layer inputs of 64: the GPU gate of head dim 512.
+  if (like == "small-gemma4-hd512") {
+    json c = gemma4_config({512, 256, 512, 6, 4, 2, 256, 512, 1, 300, 3, 2, 64, 4096, true, 0,
+                            0, 0});
+    c["eos_token_id"] = 2;
+    c["bos_token_id"] = 1;
+    return c;
+  }
   if (like == "small-mistral") {
     json c = dense_config({"mistral", "MistralForCausalLM", 512, 256, 512, 2, 4, 2, 64, 4096, 1e6,
                            1e-5, false, 1, 2});
@@ -479,8 +489,8 @@ std::vector<std::string> random_checkpoint_presets() {
           "gemma-3-27b",     "tiny-gemma3",        "tiny-gemma3-vocab", "gemma-4-e2b",
           "gemma-4-e4b",     "gemma-4-31b",        "gemma-4-26b-a4b", "tiny-gemma4",
           "tiny-gemma4-moe", "mistral-7b-v0.3",    "tiny-mistral",    "small-gemma3",
-          "small-gemma4",    "small-gemma4-moe",   "small-mistral",   "tiny-gemma4-assistant",
-          "small-gemma4-assistant"};
+          "small-gemma4",    "small-gemma4-moe",   "small-gemma4-hd512", "small-mistral",
+          "tiny-gemma4-assistant", "small-gemma4-assistant"};
 }
 
 std::string preset_config_json(const std::string& like, DType dtype, int64_t layers) {

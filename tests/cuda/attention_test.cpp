@@ -289,7 +289,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                            // Sliding windows: inside one chunk, across chunk
                                            // edges, wider than two chunks.
                                            Shape{8, 2, 128, 77}, Shape{4, 1, 256, 300},
-                                           Shape{6, 6, 64, 513}, Shape{16, 1, 256, 256}));
+                                           Shape{6, 6, 64, 513}, Shape{16, 1, 256, 256},
+                                           // Head dim 512 (Gemma 4's full layers): GQA groups
+                                           // of 4 and 16, windows inside and across chunks.
+                                           Shape{4, 1, 512}, Shape{16, 1, 512}, Shape{8, 2, 512},
+                                           Shape{4, 1, 512, 300}, Shape{16, 2, 512, 77}));
 
 // The walks' exps (a cheaper rounding to an integer; and that without branches) give exp_f32's
 // bits for every one of the 2^32 float inputs: NaNs, infinities, denormals, both range cut-offs

@@ -4,6 +4,7 @@
 #include <bit>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/math.h"
@@ -56,14 +57,22 @@ TEST_F(CudaTest, RmsNormRowsAcrossMAndAccuracy) {
 }
 
 TEST_F(CudaTest, RopeMatchesCpu) {
-  const int64_t M = 37, heads = 5, hd = 128;
-  for (int64_t rot : {128, 64}) {
-    auto x = random_floats(M * heads * hd, 9, -2.0f, 2.0f);
-    const auto cs = random_floats(M * rot, 10);
+  const int64_t M = 37, heads = 5;
+  struct Case {
+    int64_t hd, rot, turned;  // turned: pairs per half with a rotation (the rest cos 1, sin 0)
+  };
+  // Head dim 512: Gemma 4's full layers, partial rotary (128 of 512) and the proportional table
+  // (the whole head, a quarter of each half turned).
+  for (const Case c : {Case{128, 128, 64}, Case{128, 64, 32}, Case{512, 128, 64}, Case{512, 512, 64}}) {
+    auto x = random_floats(M * heads * c.hd, 9, -2.0f, 2.0f);
+    auto cs = random_floats(M * c.rot, 10);
+    const int64_t half = c.rot / 2;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t j = c.turned; j < half; ++j) cs[m * c.rot + j] = 1.0f, cs[m * c.rot + half + j] = 0.0f;
     DeviceBuffer<float> dx(x), dcs(cs);
-    rope(dx.get(), M, heads, hd, rot, dcs.get());
-    kernels::rope(x.data(), M, heads, hd, rot, cs.data());
-    expect_close(dx.to_host(), x, 1e-6, "rope");
+    rope(dx.get(), M, heads, c.hd, c.rot, dcs.get());
+    kernels::rope(x.data(), M, heads, c.hd, c.rot, cs.data());
+    expect_close(dx.to_host(), x, 1e-6, ("rope hd " + std::to_string(c.hd) + " rotary " + std::to_string(c.rot)).c_str());
   }
 }
 

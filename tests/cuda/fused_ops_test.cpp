@@ -55,7 +55,7 @@ std::vector<float> emulate_rms_norm(const std::vector<float>& x, int64_t M, int6
 }
 
 TEST_F(CudaTest, RmsNormKeepsItsSchedule) {
-  for (int64_t D : {4096, 1024, 1000, 128, 256, 5000}) {
+  for (int64_t D : {4096, 1024, 1000, 128, 256, 512, 5000}) {  // 512: Gemma 4's head norms
     for (bool zc : {false, true}) {
       const int64_t M = 7;
       const auto x = random_floats(M * D, 41, -3.0f, 3.0f);
@@ -222,6 +222,7 @@ TEST_F(CudaTest, AttentionPrepIsNormRopeKvWrite) {
   check_prep({4, 4, 64, 32, false, true, true});
   check_prep({2, 1, 80, 0, false, true, false});       // no rotary dims at all
   check_prep({4, 2, 512, 128, false, true, false});    // past the fused kernel: the op loop
+  check_prep({8, 1, 512, 512, false, true, false});    // Gemma 4's full layers (whole-head RoPE)
   check_prep({2, 2, 1536, 64, false, true, false});    // past the fused kernel: the op loop
 }
 

@@ -156,6 +156,56 @@ TEST(Gemma4, TheTinyPresetsSwitchEveryFeatureOn) {
   EXPECT_GT(m.num_experts, m.num_experts_per_tok);
 }
 
+// The GPU gate's preset (tools/cuda/gemma4_hd512_on_device.sh): the published models' attention
+// geometry, with every Gemma 4 attention feature on.
+TEST(Gemma4, TheHd512PresetHasThePublishedGeometry) {
+  const ModelConfig c = load_model_config(test::tiny_checkpoint("small-gemma4-hd512"));
+  ASSERT_EQ(c.num_hidden_layers, 6);
+  EXPECT_TRUE(c.gemma4.k_eq_v);
+  EXPECT_EQ(c.gemma4.kv_shared_layers, 2);
+  EXPECT_GT(c.gemma4.per_layer_input_size, 0);
+  EXPECT_GT(c.sliding_window, 256) << "windows cross the 256-position attention chunks";
+  int shared_full = 0, shared_sliding = 0;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const bool full = c.attention_window(l) == 0;
+    EXPECT_EQ(c.head_dim_of(l), full ? 512 : 256) << l;
+    EXPECT_EQ(c.kv_heads_of(l), full ? 1 : 2) << l;
+    if (c.gemma4.kv_source[l] != l) ++(full ? shared_full : shared_sliding);
+  }
+  EXPECT_EQ(shared_full, 1) << "a full layer reads another's head-dim-512 cache";
+  EXPECT_EQ(shared_sliding, 1);
+}
+
+// Past its sliding window (300) and the first attention chunks: one forward and forwards in
+// pieces give the same bits on the CPU, the GPU gate's reference.
+TEST(Gemma4, TheHd512PresetIsInvariantAcrossChunksAndTheWindow) {
+  ThreadPool two(2);
+  ModelOptions o;
+  o.pool = &two;
+  auto m = load_model(test::tiny_checkpoint("small-gemma4-hd512"), o);
+  const int V = static_cast<int>(m->config().vocab_size);
+  const auto ids = random_ids(330, V, 5);
+  const auto whole = logits_in_pieces(*m, ids, {330});
+  ASSERT_EQ(whole.size(), ids.size() * V);
+  EXPECT_EQ(whole, logits_in_pieces(*m, ids, {100, 1, 37}));
+  ModelOptions o3 = o;
+  o3.kv_block_tokens = 3;
+  auto m3 = load_model(test::tiny_checkpoint("small-gemma4-hd512"), o3);
+  EXPECT_EQ(whole, logits_in_pieces(*m3, ids, {257, 73}));
+}
+
+// Head dim 512 is no longer refused for the GPU: loading there either succeeds (a GPU is present)
+// or fails for another reason (none is), never naming the head dims.
+TEST(Gemma4, CudaTakesHeadDim512) {
+  ModelOptions o;
+  o.device = kernels::Device::Cuda;
+  try {
+    load_model(test::tiny_checkpoint("small-gemma4-hd512"), o);
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Gemma4, CudaRefusesHeadDimsItsAttentionLacks) {
   ModelOptions o;
   o.device = kernels::Device::Cuda;

@@ -28,10 +28,12 @@
 // "virtual row" is one (query row, query head) of a KV head; a warp owns a tile of 16 virtual
 // rows (r * G + g: query head g of the block's row r) and computes the chunk math above for all
 // of them at once: scores for the 256 positions in registers, P in registers as the A operand of
-// P.V (the walk, and the split launch for head_dim 256). The block's warps share each staged key
-// / value sub-tile: 4096 BF16 elements (64, 32 or 16 positions) copied by cp.async straight
-// into a ring of swizzled slots (4 for the walk, 16 for the split launch; Layout), read with
-// ldmatrix; one barrier per sub-tile both publishes it and frees the slot the next copy fills.
+// P.V (the walk, and the split launch for head_dim 256 and 512). The block's warps share each
+// staged key / value sub-tile: 4096 BF16 elements (64, 32 or 16 positions; head_dim 512 splits
+// a key row over two sub-tiles and stages each value pass's 128 columns alone, Geo) copied by
+// cp.async straight into a ring of swizzled slots (4 for the walk, 16 for the split launch;
+// Layout), read with ldmatrix; one barrier per sub-tile both publishes it and frees the slot
+// the next copy fills.
 // Two launches:
 // - split (T <= 64, decode and verify, more than one chunk): a block per (chunk c, rows, kv head)
 //   writes chunk c's (m_c, l_c, a_c) per (row, head); a second kernel merges the chunks in order
@@ -39,10 +41,10 @@
 //   over 8 warps (32 positions' scores each, then head_dim columns each for P.V, every column
 //   still walking the 16 k-steps in order), keys and values of the whole chunk loaded at once,
 //   the value columns split over two blocks only when a test forces it (one block was faster at
-//   every length measured). head_dim 256 (attn_split):
-//   8 warps of 16-row tiles over the staged sub-tiles, a 16-slot ring.
-// - walk (prefill): block (rows, kv head) of 8 warps (4 for head_dim 256) walks its chunks in
-//   order and merges each into (M, L) in registers and A in shared memory.
+//   every length measured). head_dim 256 and 512 (attn_split):
+//   8 warps (4 for 512) of 16-row tiles over the staged sub-tiles, a 16-slot ring.
+// - walk (prefill): block (rows, kv head) of 8 warps (4 for head_dim 256, 2 for 512) walks its
+//   chunks in order and merges each into (M, L) in registers and A in shared memory.
 // The softmax step tests positions only in a chunk where some row of the warp ends (elsewhere
 // every position is every row's), skips 64-position groups past the warp's keys there, and takes
 // its exps without branches (exp_f32_select, attention_internal.cuh).
@@ -65,8 +67,10 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
                           int c0, int c1) {
   using Gm = Geo<HD>;
   using Ly = Layout<HD, NW, WALK, ST>;
-  constexpr int kSub = Gm::kSub, kSpc = Gm::kSpc, kNst = Gm::kNst, kKt = Gm::kKt;
-  constexpr int kNts = Gm::kNts, kDh = Gm::kDh, kRb = Gm::kRowBytes;
+  constexpr int kSub = Gm::kSub, kNk = Gm::kNk, kNst = Gm::kNst, kKt = Gm::kKt;
+  constexpr int kSubV = Gm::kSubV, kSpcV = Gm::kSpcV, kKc = Gm::kKc, kVc = Gm::kVc;
+  constexpr int kNts = Gm::kNts, kDh = Gm::kDh, kRq = Gm::kQRowBytes, kRb = Gm::kRowBytes;
+  constexpr int kRv = Gm::kVRowBytes;
   constexpr int kThreads = Ly::kThreads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int gq = lane >> 2, tq = lane & 3;
@@ -113,7 +117,7 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       const int i = tid + (k0 + k) * kThreads, vr = i / (HD / 4), piece = i % (HD / 4);
-      *reinterpret_cast<uint2*>(smem + Ly::kQ + swz(vr, piece >> 1, kRb) + (piece & 1) * 8) =
+      *reinterpret_cast<uint2*>(smem + Ly::kQ + swz(vr, piece >> 1, kRq) + (piece & 1) * 8) =
           make_uint2(pack_bf16x2(x[k].x, x[k].y), pack_bf16x2(x[k].z, x[k].w));
     }
   }
@@ -151,36 +155,44 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
 
   // ldmatrix addresses (lane_chunks, attention_internal.cuh).
   const int l7 = lane & 7, hi = lane >> 4, mid = (lane >> 3) & 1;
-  const uint32_t qa = sbase + Ly::kQ + (warp * 16 + l7 + mid * 8) * kRb;  // q rows; chunk 2kk + hi
+  const uint32_t qa = sbase + Ly::kQ + (warp * 16 + l7 + mid * 8) * kRq;  // q rows; chunk 2kk + hi
   const uint32_t ka = (l7 + hi * 8) * kRb;                  // key rows 16jj + ..; chunk 2kk + mid
-  const uint32_t va = (l7 + mid * 8) * kRb;                 // value rows 16kk + ..; chunk 2nn + hi
+  const uint32_t va = (l7 + mid * 8) * kRv;                 // value rows 16kk + ..; chunk 2nn + hi
   uint32_t xq[4], xk[4];  // xq also serves the values
   lane_chunks(l7, hi, mid, xq, xk);
 
-  // Sub-tile j of chunk c: keys [kSub j, +kSub) for j < kSpc, then the values of pass
-  // (j - kSpc) / kSpc, positions [kSub ((j - kSpc) % kSpc), +kSub): kSub rows of HD BF16, copied
-  // from the cache as they are (kv_write rounded them) into ring slot j % kStages (the walk's
-  // sub-tile s = (c - c0) kNst + j: kStages divides kNst), 16-byte granule g of row r at
-  // swz(r, g, kRb), zero-filled past the reference row's keys. A thread's pieces: granule
-  // tid % (HD / 8) of rows tid / (HD / 8) + k kRowStep.
-  constexpr int kGran = HD / 8;
-  static_assert(kThreads % kGran == 0, "whole rows per step");
-  constexpr int kRowStep = kThreads / kGran;
-  static_assert(kRowStep * Ly::kPieces == kSub, "the pieces cover the sub-tile");
+  // Sub-tile j of chunk c (Geo): for j < kNk the keys of positions [kSub (j / kKparts), +kSub),
+  // columns [kKc (j % kKparts), +kKc); then the values of pass ps = (j - kNk) / kSpcV, positions
+  // [kSubV ((j - kNk) % kSpcV), +kSubV), columns [kVc ps, +kVc) (all of them where kVc = HD).
+  // Rows of kKc (kVc) BF16 copied from the cache as they are (kv_write rounded them) into ring
+  // slot j % kStages (the walk's sub-tile s = (c - c0) kNst + j: kStages divides kNst), 16-byte
+  // granule g of row r at swz(r, g, row bytes), zero-filled past the reference row's keys. A
+  // thread's pieces: granule tid % kGran of rows tid / kGran + k kRowStep (keys; kGranV,
+  // kRowStepV for values).
+  constexpr int kGran = kKc / 8, kGranV = kVc / 8;
+  static_assert(kThreads % kGran == 0 && kThreads % kGranV == 0, "whole rows per step");
+  constexpr int kRowStep = kThreads / kGran, kRowStepV = kThreads / kGranV;
+  static_assert(kRowStep * Ly::kPieces == kSub && kRowStepV * Ly::kPieces == kSubV,
+                "the pieces cover the sub-tile");
   const int prow = tid / kGran, pgran = tid % kGran;
+  const int prowv = tid / kGranV, pgranv = tid % kGranV;
   const uint32_t ring = sbase + Ly::kRing;
   auto load = [&](int c, int j) {
-    const uint16_t* src = (j < kSpc ? a.k : a.v) + pgran * 8;
-    const int p0 = (j < kSpc ? j : (j - kSpc) % kSpc) * kSub + prow;
+    const bool key = j < kNk;
+    const int jv = j - kNk;
+    const int col0 = key ? (j % Gm::kKparts) * kKc : (kVc == HD ? 0 : (jv / kSpcV) * kVc);
+    const int r0 = key ? prow : prowv, g = key ? pgran : pgranv;
+    const int step = key ? kRowStep : kRowStepV, rbytes = key ? kRb : kRv;
+    const uint16_t* src = (key ? a.k : a.v) + col0 + g * 8;
+    const int p0 = (key ? (j / Gm::kKparts) * kSub : (jv % kSpcV) * kSubV) + r0;
     const int np = min(kChunk, nk_ref - c * kChunk);
     const uint32_t o = sbase + Ly::kOff + (c & 1) * kChunk * 8;
     const uint32_t dst = ring + (j % kStages) * Ly::kSlotBytes;
 #pragma unroll
     for (int k = 0; k < Ly::kPieces; ++k) {
-      const int p = p0 + k * kRowStep;
+      const int p = p0 + k * step;
       const bool ok = p < np;
-      cp_async16(dst + swz(prow + k * kRowStep, pgran, kRb), ok ? src + lds_s64(o + p * 8) : src,
-                 ok);
+      cp_async16(dst + swz(r0 + k * step, g, rbytes), ok ? src + lds_s64(o + p * 8) : src, ok);
     }
   };
   // Sub-tiles in flight; sub-tile s is cp.async group s (the prologue's kAhead groups, then one
@@ -244,23 +256,25 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
       // live through the whole chunk).
       const uint32_t buf = ring + (j % kStages) * Ly::kSlotBytes;
 
-      if constexpr (j < kSpc) {
-        // Scores of positions [kSub j, kSub j + kSub): k-steps over d in increasing order.
+      if constexpr (j < kNk) {
+        // Scores of positions [kSub pg, kSub pg + kSub), columns [kKc part, +kKc): k-steps over d
+        // in increasing order (part 0's sub-tile comes first).
+        constexpr int pg = j / Gm::kKparts, part = j % Gm::kKparts;
 #pragma unroll
         for (int kk = 0; kk < kKt; ++kk) {
           uint32_t af[4];
-          ldmatrix_x4(af, qa + chunk_off(xq, 2 * kk));
+          ldmatrix_x4(af, qa + chunk_off(xq, 2 * (part * kKt + kk)));
 #pragma unroll
           for (int jj = 0; jj < kNts / 2; ++jj) {
-            if (j * kSub + jj * 16 < npw) {
+            if (pg * kSub + jj * 16 < npw) {
               uint32_t b[4];
               ldmatrix_x4(b, buf + ka + jj * 16 * kRb + chunk_off(xk, 2 * kk));
-              mma_bf16_16816(S[j * kNts + 2 * jj], af, b[0], b[1]);
-              mma_bf16_16816(S[j * kNts + 2 * jj + 1], af, b[2], b[3]);
+              mma_bf16_16816(S[pg * kNts + 2 * jj], af, b[0], b[1]);
+              mma_bf16_16816(S[pg * kNts + 2 * jj + 1], af, b[2], b[3]);
             }
           }
         }
-        if constexpr (j == kSpc - 1) {
+        if constexpr (j == kNk - 1) {
           // Softmax pieces of the two rows: max, e = exp(score - max), the lane sums, the quad.
           // Element e of tile jt sits at position 8 jt + 2 tq + (e & 1), of row e >> 1.
           // The max is exact in any order: two running maxes per row (element e's), then one.
@@ -351,25 +365,27 @@ __device__ void run_tiles(uint8_t* smem, const AttnArgs& a, int t0, int nr, int 
         }
       } else {
         // Values: pass ps covers d in [kDh ps, kDh ps + kDh); k-steps in increasing position.
-        constexpr int ps = (j - kSpc) / kSpc, vs = (j - kSpc) % kSpc;
+        // vg: the pass's first granule in the sub-tile's rows.
+        constexpr int ps = (j - kNk) / kSpcV, vs = (j - kNk) % kSpcV;
+        constexpr int vg = kVc == HD ? ps * (kDh / 8) : 0;
         if constexpr (vs == 0) {
 #pragma unroll
           for (int n = 0; n < kDh / 8; ++n) ac[n][0] = ac[n][1] = ac[n][2] = ac[n][3] = 0.0f;
         }
 #pragma unroll
-        for (int kk = 0; kk < kSub / 16; ++kk) {
-          const int ks = vs * (kSub / 16) + kk;
+        for (int kk = 0; kk < kSubV / 16; ++kk) {
+          const int ks = vs * (kSubV / 16) + kk;
           if (ks * 16 < npw) {
 #pragma unroll
             for (int nn = 0; nn < kDh / 16; ++nn) {
               uint32_t b[4];
-              ldmatrix_x4_trans(b, buf + va + kk * 16 * kRb + chunk_off(xq, ps * (kDh / 8) + 2 * nn));
+              ldmatrix_x4_trans(b, buf + va + kk * 16 * kRv + chunk_off(xq, vg + 2 * nn));
               mma_bf16_16816(ac[2 * nn], pf[ks], b[0], b[1]);
               mma_bf16_16816(ac[2 * nn + 1], pf[ks], b[2], b[3]);
             }
           }
         }
-        if constexpr (vs == kSpc - 1) {
+        if constexpr (vs == kSpcV - 1) {
           // Pass done: merge a_c into A (walk) or write the chunk's partials (split).
           const bool has[2] = {chunk_has_keys(lo0, np0), chunk_has_keys(lo1, np1)};
           if constexpr (WALK) {
@@ -438,18 +454,18 @@ __device__ __forceinline__ void split_body(const AttnArgs& a) {
   if (!rows_have_keys_in_chunk(a, t0, nr, c)) return;  // no row of the block sees chunk c
   int tref;
   if (rows_share(a, t0, nr, tref)) {
-    run_tiles<HD, kSplitWarps, false, ST>(smem, a, t0, nr, kh, tref, c, c + 1);
+    run_tiles<HD, Geo<HD>::kSplitWarps, false, ST>(smem, a, t0, nr, kh, tref, c, c + 1);
   } else {
     for (int r = 0; r < nr; ++r)
       if (rows_have_keys_in_chunk(a, t0 + r, 1, c))
-        run_tiles<HD, kSplitWarps, false, ST>(smem, a, t0 + r, 1, kh, t0 + r, c, c + 1);
+        run_tiles<HD, Geo<HD>::kSplitWarps, false, ST>(smem, a, t0 + r, 1, kh, t0 + r, c, c + 1);
   }
 }
 
 // ST: Layout's slots (0: the default; fewer only in code for a smaller shared memory, whose body
 // sm_90 code leaves out: common.cuh, kSmallSmemCode).
 template <int HD, int ST>
-__global__ void __launch_bounds__(kSplitWarps * 32) attn_split(AttnArgs a) {
+__global__ void __launch_bounds__(Geo<HD>::kSplitWarps * 32) attn_split(AttnArgs a) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
   if constexpr (ST != 0 && !kSmallSmemCode) __trap();  // never launched on sm_90 code
@@ -556,32 +572,43 @@ __global__ void exp_mismatch_kernel(uint64_t begin, uint64_t end, unsigned long 
 int rows_override = 0;  // testing::set_attention_rows_override
 int path_override = 0;  // testing::set_attention_path_override
 
+// No variant of a launch fits this device's shared memory (every head_dim fits every supported
+// device today, 99 KiB and up: this is for a device below that, or LOCKSTEP_CUDA_AS_CC's).
+[[noreturn]] void refuse_smem(const char* launch_name, int hd, int bytes) {
+  const DeviceCaps& d = device_caps();
+  fail("CUDA attention: head_dim ", hd, " (", launch_name, ") needs ", bytes,
+       " bytes of shared memory per block; ", d.name, " (launches chosen for compute capability ",
+       d.cc / 10, ".", d.cc % 10, ") allows ", d.smem_optin);
+}
+
 // The split launch with the most ring slots the device's shared memory holds: the default, then
 // half as many down to 2 (variants compiled for a smaller shared memory only: kSmallSmemCode).
+// Head_dim 512 (Geo::kSplitWarps 4): 196 KiB with 16 slots, 132 KiB with 8 (A100's 163 KiB),
+// 84 KiB with 2 (the 99 KiB devices).
 template <int HD, int ST = 0>
 void launch_split(const AttnArgs& a, int64_t nrb) {
-  using Ly = Layout<HD, kSplitWarps, false, ST>;
+  constexpr int kWarps = Geo<HD>::kSplitWarps;
+  using Ly = Layout<HD, kWarps, false, ST>;
   if (Ly::kBytes > smem_optin()) {
     // Variants only down to one that fits the smallest supported device (kMinSmemOptin).
     if constexpr (Ly::kStages > 2 && Ly::kBytes > kMinSmemOptin)
       return launch_split<HD, Ly::kStages / 2>(a, nrb);
-    fail("CUDA attention: head_dim ", HD, " needs ", Ly::kBytes,
-         " bytes of shared memory per block; this device allows ", smem_optin());
+    refuse_smem("split", HD, Ly::kBytes);
   }
   allow_smem<attn_split<HD, ST>>(Ly::kBytes);
   const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
-  launch("attn_split", attn_split<HD, ST>, grid, kSplitWarps * 32, Ly::kBytes, a);
+  launch("attn_split", attn_split<HD, ST>, grid, kWarps * 32, Ly::kBytes, a);
 }
 
 // The walk launch with the most warps (rows per block) the device's shared memory holds: Geo's
-// kWalkWarps, then half as many down to 2.
+// kWalkWarps, then half as many down to 1 (only head_dim 512 goes below 2: 132 KiB with 2 warps,
+// 84 KiB with 1 for the 99 KiB devices).
 template <int HD, int NW = Geo<HD>::kWalkWarps>
 void launch_walk(AttnArgs a, int64_t T) {
   using Ly = Layout<HD, NW, true>;
   if (Ly::kBytes > smem_optin()) {
-    if constexpr (NW > 2 && Ly::kBytes > kMinSmemOptin) return launch_walk<HD, NW / 2>(a, T);
-    fail("CUDA attention: head_dim ", HD, " needs ", Ly::kBytes,
-         " bytes of shared memory per block; this device allows ", smem_optin());
+    if constexpr (NW > 1 && Ly::kBytes > kMinSmemOptin) return launch_walk<HD, NW / 2>(a, T);
+    refuse_smem("walk", HD, Ly::kBytes);
   }
   allow_smem<attn_walk<HD, NW>>(Ly::kBytes);
   const int rmax = NW * 16 / a.group;
@@ -606,7 +633,7 @@ void run(AttnArgs a, int64_t T) {
     if (path_override != 3) decode = launch_decode<HD>(a, T, rows_override, path_override);
   }
   if (!decode) {
-    const int rmax = kSplitWarps * 16 / a.group;
+    const int rmax = Geo<HD>::kSplitWarps * 16 / a.group;
     a.rows = rows_override > 0 ? std::min(rows_override, rmax) : rmax;
     launch_split<HD>(a, (T + a.rows - 1) / a.rows);
   }
@@ -653,7 +680,8 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
     case 64: run<64>(a, T); break;
     case 128: run<128>(a, T); break;
     case 256: run<256>(a, T); break;
-    default: fail("CUDA attention: head_dim ", hd, " is not supported (64, 128 or 256)");
+    case 512: run<512>(a, T); break;
+    default: fail("CUDA attention: head_dim ", hd, " is not supported (64, 128, 256 or 512)");
   }
 }
 

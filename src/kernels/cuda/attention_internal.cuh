@@ -18,22 +18,38 @@ using namespace detail;
 constexpr int kChunk = static_cast<int>(kAttentionChunk);
 constexpr int kMaxGroup = 16;     // query heads per KV head supported
 constexpr int kSubElems = 4096;   // elements per staged sub-tile (8 KiB of BF16)
-constexpr int kSplitWarps = 8;
 constexpr int kSplitMaxT = 64;    // T at or below which more than one chunk takes the split launch
 
-// The chunk geometry of one head_dim.
+// The chunk geometry of one head_dim. A staged sub-tile is kSubElems BF16 elements whatever the
+// head_dim: keys as kSub positions of kKc columns (whole rows up to head_dim 256; at 512 each
+// position group is two sub-tiles, d in [0, 256) then [256, 512), so a score still receives its
+// k-steps in increasing d), values as kSubV positions of kVc columns (whole rows up to 256, each
+// pass reading its kDh of them; at 512 pass ps's kDh columns only, so no value is staged twice).
+// Keeping sub-tiles at 8 KiB is what lets head_dim 512 fit the shared memory of every supported
+// device (Layout, attention.cu's launch_walk / launch_split).
 template <int HD>
 struct Geo {
-  static constexpr int kSub = kSubElems / HD;        // positions per sub-tile: 64, 32, 16
-  static constexpr int kSpc = kChunk / kSub;         // sub-tiles per chunk and operand: 4, 8, 16
+  static constexpr int kKc = HD < 256 ? HD : 256;    // key columns per sub-tile
+  static constexpr int kKparts = HD / kKc;           // key sub-tiles per position group: 1 or 2
+  static constexpr int kSub = kSubElems / kKc;       // positions per key sub-tile: 64, 32, 16, 16
+  static constexpr int kSpc = kChunk / kSub;         // key position groups per chunk: 4, 8, 16, 16
+  static constexpr int kNk = kSpc * kKparts;         // key sub-tiles per chunk
   static constexpr int kDh = HD < 128 ? HD : 128;    // head_dim columns per P.V pass
-  static constexpr int kPasses = HD / kDh;           // 1, 1, 2 (values staged once per pass)
-  static constexpr int kNst = kSpc * (1 + kPasses);  // sub-tiles per chunk: keys, then values
-  static constexpr int kKt = HD / 16;                // k-steps of q . k
-  static constexpr int kNts = kSub / 8;              // 8-position score tiles per sub-tile
-  static constexpr int kRowBytes = HD * 2;           // one BF16 row in shared memory
-  static constexpr int kWalkWarps = HD <= 128 ? 8 : 4;
-  static_assert(kSub % 16 == 0 && kSpc >= 4, "sub-tile geometry");
+  static constexpr int kPasses = HD / kDh;           // 1, 1, 2, 4
+  static constexpr int kVc = HD <= 256 ? HD : kDh;   // value columns per sub-tile
+  static constexpr int kSubV = kSubElems / kVc;      // positions per value sub-tile: 64, 32, 16, 32
+  static constexpr int kSpcV = kChunk / kSubV;       // value sub-tiles per chunk and pass
+  static constexpr int kNst = kNk + kPasses * kSpcV; // sub-tiles per chunk: keys, then values
+  static constexpr int kKt = kKc / 16;               // k-steps of q . k per key sub-tile
+  static constexpr int kNts = kSub / 8;              // 8-position score tiles per key sub-tile
+  static constexpr int kQRowBytes = HD * 2;          // one BF16 q row in shared memory
+  static constexpr int kRowBytes = kKc * 2;          // one key sub-tile row
+  static constexpr int kVRowBytes = kVc * 2;         // one value sub-tile row
+  static constexpr int kWalkWarps = HD <= 128 ? 8 : (HD <= 256 ? 4 : 2);
+  static constexpr int kSplitWarps = HD <= 256 ? 8 : 4;  // the split launch (attn_split)
+  static_assert(kSub % 16 == 0 && kSubV % 16 == 0 && kSpc >= 4, "sub-tile geometry");
+  static_assert(kKc * kKparts == HD && kDh * kPasses == HD, "columns covered");
+  static_assert(kVc == HD || kVc == kDh, "a value sub-tile serves whole passes");
 };
 
 // Shared memory of one block (byte offsets). Key / value sub-tiles arrive by cp.async, already
@@ -48,7 +64,7 @@ template <int HD, int NW, bool WALK, int ST = 0>
 struct Layout {
   static constexpr int kStages = WALK ? 4 : (ST ? ST : (Geo<HD>::kNst < 16 ? Geo<HD>::kNst : 16));
   static constexpr int kThreads = NW * 32;
-  static constexpr int kSlotBytes = kSubElems * 2;
+  static constexpr int kSlotBytes = kSubElems * 2;  // a key or value sub-tile (Geo)
   static constexpr int kRing = 0;                                   // [kStages] BF16 sub-tiles
   static constexpr int kQ = kRing + kStages * kSlotBytes;           // [NW * 16][HD] BF16 q
   static constexpr int kA = kQ + NW * 16 * HD * 2;                  // walk: A, per thread

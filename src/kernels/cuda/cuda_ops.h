@@ -172,7 +172,7 @@ void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const i
 // head_dim of kv.k (values at kv.v likewise); kv.dtype must be BF16 (kKvDtype).
 // q, out: [T][n_heads][head_dim]; GQA: head h reads kv head
 // h / (n_heads / n_kv_heads). max_keys >= every n_keys[t] (a launch bound only: it must not change
-// any row's bits). head_dim 64, 128 or 256, at most 16 query heads per KV head; q, kv.k, kv.v
+// any row's bits). head_dim 64, 128, 256 or 512, at most 16 query heads per KV head; q, kv.k, kv.v
 // 16-byte aligned. BF16 inputs: expect ~3e-3 absolute from the FP32 CPU kernel on values in
 // [-1, 1] (attention_test), not 1e-5.
 void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t table_stride,
