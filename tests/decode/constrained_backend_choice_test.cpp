@@ -36,7 +36,7 @@ const char* kSchema = R"({
   "additionalProperties": false
 })";
 
-struct Setup {
+struct Models {
   std::unique_ptr<Tokenizer> tok = Tokenizer::load(kTarget);
   std::unique_ptr<Model> target = load_model(kTarget);
   std::unique_ptr<Model> draft = load_model(kDraft);
@@ -46,8 +46,8 @@ struct Setup {
   }
 };
 
-Setup& setup() {
-  static Setup s;
+Models& models() {
+  static Models s;
   return s;
 }
 
@@ -69,7 +69,7 @@ std::vector<SamplingParams> sampling() {
 }
 
 TEST(ConstrainedBackendChoice, RulesWithMasksAndTheHostPathGiveTheSameTokens) {
-  Setup& s = setup();
+  Models& s = models();
   const std::vector<ConstraintSpec> specs = {ConstraintSpec::json_schema(kSchema),
                                              ConstraintSpec::json_object(),
                                              ConstraintSpec::regex("[a-z_]{1,12}\\(([a-z]+, )*\\)")};
@@ -94,7 +94,8 @@ TEST(ConstrainedBackendChoice, RulesWithMasksAndTheHostPathGiveTheSameTokens) {
           if (host) o.top_logprobs = 0;  // needs the logits: every row masked and chosen on the host
           return generate(*s.target, prompt, o);
         };
-        const GenerateResult backend = run(false), host = run(true);
+        const GenerateResult backend = run(false);
+        const GenerateResult host = run(true);
         EXPECT_EQ(backend.tokens, host.tokens)
             << "mode " << mode << " temperature " << sp.temperature << " top_k " << sp.top_k;
         EXPECT_EQ(backend.finish_reason, host.finish_reason);
@@ -109,7 +110,7 @@ TEST(ConstrainedBackendChoice, RulesWithMasksAndTheHostPathGiveTheSameTokens) {
 }
 
 TEST(ConstrainedBackendChoice, ConstrainedItemsCarryEachRowsMask) {
-  Setup& s = setup();
+  Models& s = models();
   const auto c = s.compile(ConstraintSpec::json_object());
   const std::vector<int32_t> prompt = s.tok->encode("JSON:", true);
   const int64_t V = s.target->config().vocab_size;
