@@ -60,7 +60,7 @@ struct ForwardItem {
   // Called once per forward, after its ops are launched (Backend::launch_queued) and before
   // `choose` is read: host work the rules wait for (a constraint's masks) runs here while the
   // device computes the logits. It may change the rules `choose` points to, not their number.
-  std::function<void()> before_choose;
+  std::function<void()> before_choose = {};
   // Return the output rows' final-normed hidden states (ForwardResult::hidden); a GPU forward
   // downloads them only when some item asks.
   bool hidden = true;
