@@ -3,7 +3,8 @@
 // chooses (what a request asking for logprobs takes): JSON schema, json_object and a regex;
 // greedy, seeded, penalties and filters; classic decode, chunked prefill, lookup and draft-model
 // speculation (each verify row under its own mask). Also checks that the default path does
-// carry masks on its rules, so the comparison is not between two host paths.
+// carry masks on its rules (set by ForwardItem::before_choose), so the comparison is not between
+// two host paths.
 #include <gtest/gtest.h>
 
 #include "decode/constraint_tracker.h"
@@ -127,6 +128,11 @@ TEST(ConstrainedBackendChoice, ConstrainedItemsCarryEachRowsMask) {
     }
     ASSERT_FALSE(item.choose.empty());
     const kernels::TokenRule& r = item.choose.back();
+    // The mask is taken while the device runs the forward: the forward calls before_choose
+    // after launching its ops and before it reads the rules.
+    ASSERT_TRUE(item.before_choose);
+    EXPECT_FALSE(r.masked());
+    item.before_choose();
     ASSERT_TRUE(r.masked());
     EXPECT_EQ(r.allowed_size, V);
     // The first token of a JSON object: '{' (after optional whitespace) only, a small subset.
