@@ -26,20 +26,50 @@ size_t ConstraintTracker::plan(std::span<const int32_t> drafts) {
   if (grammar_) grammar_->rollback(planned_);
   if (budget_) budget_->rollback(planned_);
   planned_ = 0;
+  drafts_.clear();
   if (forced_.size() < drafts.size() + 1) {
     forced_.resize(drafts.size() + 1);
     if (grammar_) masks_.resize(drafts.size() + 1);
   }
-  take_row(0);
+  // Without a budget nothing is forced and no row's mask is needed to cut the block.
+  const bool now = budget_.has_value();
+  masks_taken_ = false;
+  auto row = [&](size_t r) {
+    if (now)
+      take_row(r);
+    else
+      forced_[r] = -1;
+  };
+  row(0);
   for (const int32_t d : drafts) {
     if (forced_[planned_] >= 0 && d != forced_[planned_]) break;
     // accept() refuses what allowed() would not contain (anything after an accepted EOS, too).
     if (grammar_ && !grammar_->accept(d)) break;
     if (budget_) budget_->accept(d);
     ++planned_;
-    take_row(planned_);
+    drafts_.push_back(d);
+    row(planned_);
   }
+  masks_taken_ = now;
   return planned_;
+}
+
+void ConstraintTracker::take_masks() {
+  if (masks_taken_) return;
+  // Only plans without a budget get here, so grammar_ is set; it stands after the planned drafts.
+  grammar_->rollback(planned_);
+  grammar_->allowed(masks_[0]);
+  for (size_t j = 0; j < planned_; ++j) {
+    LOCKSTEP_CHECK(grammar_->accept(drafts_[j]), "constraint refused a draft it accepted in plan()");
+    grammar_->allowed(masks_[j + 1]);
+  }
+  masks_taken_ = true;
+}
+
+const constraints::TokenMask* ConstraintTracker::mask(size_t row) const {
+  if (!grammar_) return nullptr;
+  LOCKSTEP_CHECK(masks_taken_, "ConstraintTracker::mask before take_masks()");
+  return &masks_[row];
 }
 
 void ConstraintTracker::settle(std::span<const int32_t> emitted) {

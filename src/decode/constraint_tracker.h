@@ -11,6 +11,13 @@
 // so the block is cut before it. settle() then rolls both states back to the accepted prefix and
 // adds the token the target chose last. Nothing here depends on which forward or batch the rows
 // came from, so constrained output is the same with and without speculation, alone or batched.
+//
+// The masks are the costly part (a grammar's allowed() walks its stacks over the vocabulary
+// cache); the drafts' acceptance is not. So without a reasoning budget plan() only accepts the
+// drafts, and take_masks() takes every row's mask afterwards (replaying the accepted drafts), which
+// the decoder does while the device runs the forward (ForwardItem::before_choose). With a budget,
+// plan() takes them at once: a forced token is kept only where its row's mask allows it, and that
+// decides where the block is cut. Either way each row's mask is allowed() of the same prefix.
 #pragma once
 
 #include <cstdint>
@@ -34,9 +41,12 @@ class ConstraintTracker {
   // draft accepted. Returns how many of `drafts` are allowed in sequence (a prefix); the states
   // hold them until settle().
   size_t plan(std::span<const int32_t> drafts);
-  // The grammar's mask of output row `row` of the planned round (row <= the accepted drafts);
-  // null without a grammar (any token).
-  const constraints::TokenMask* mask(size_t row) const { return grammar_ ? &masks_[row] : nullptr; }
+  // Takes the planned round's masks if plan() left them for later (once; a no-op after that).
+  void take_masks();
+  bool masks_taken() const { return masks_taken_; }
+  // The grammar's mask of output row `row` of the planned round (row <= the accepted drafts),
+  // after take_masks(); null without a grammar (any token).
+  const constraints::TokenMask* mask(size_t row) const;
   // The token row `row` must choose (the reasoning budget's forced close), or -1. A forced token
   // is always one the row's mask allows: where a grammar would forbid it, the grammar wins (-1).
   int32_t forced(size_t row) const { return forced_[row]; }
@@ -61,6 +71,8 @@ class ConstraintTracker {
   std::vector<constraints::TokenMask> masks_;  // grown, never shrunk (masks keep their buffers)
   std::vector<int32_t> forced_;
   size_t planned_ = 0;                         // drafts accepted by plan(), not yet settled
+  std::vector<int32_t> drafts_;                // those drafts (take_masks replays them)
+  bool masks_taken_ = false;                   // masks_ hold the planned round's masks
 };
 
 // How a whole generation stands against its constraint, replayed token by token on a fresh

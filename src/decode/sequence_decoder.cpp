@@ -25,8 +25,8 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
       history_(std::move(prompt)),
       prompt_len_(history_.size()),
       hidden_drafter_(options_.drafter && options_.drafter->needs_hidden()),
-      backend_chooses_(options_.top_logprobs < 0 && !options_.constraint &&
-                       !options_.sampling.has_logit_bias() && backend_sampling_enabled()),
+      backend_chooses_(options_.top_logprobs < 0 && !options_.sampling.has_logit_bias() &&
+                       backend_sampling_enabled()),
       t0_(std::chrono::steady_clock::now()) {
   if (options_.max_tokens < 0) fail("max tokens must be >= 0, got ", options_.max_tokens);
   if (!options_.stop.empty()) {
@@ -93,24 +93,51 @@ ForwardItem SequenceDecoder::next_item(int64_t budget) {
 
 void SequenceDecoder::make_rules(ForwardItem& item) {
   rules_.clear();
+  rules_masked_ = false;
   if (!backend_chooses_ || item.logits == ForwardItem::Logits::None) return;
   const int64_t V = model_.config().vocab_size;
   const int64_t n = static_cast<int64_t>(block_.size());
   const std::span<const int32_t> history = history_;
   const auto prompt_len = static_cast<int64_t>(prompt_len_);
+  size_t choosing = 0;  // the rules at the end that choose a token: plan rows 0 .. choosing - 1
   if (prefilling()) {
     // Only the prompt's last row chooses a token; other output rows are there for their hidden.
     const bool final_chunk = prefilled_ + n == prompt_len;
     const int64_t rows = item.logits == ForwardItem::Logits::Last ? 1 : n;
     for (int64_t i = 0; i + 1 < rows; ++i) rules_.add_skip();
-    if (final_chunk)
+    if (final_chunk) {
       rules_.add(sampler_, {history, prompt_len}, V);
-    else
+      choosing = 1;
+    } else {
       rules_.add_skip();
+    }
   } else {
     rules_.add_block(sampler_, history, prompt_len, std::span<const int32_t>(block_).subspan(1), V);
+    choosing = block_.size();
   }
   item.choose = rules_.rules();
+  if (constraint_ && choosing > 0) {
+    // Row j of the plan carries its own mask (the prefix with drafts 1..j accepted), so a verify
+    // block's rows are masked position by position on the backend as they were on the host. A
+    // forced row needs no choice at all.
+    mask_base_ = rules_.size() - choosing;
+    mask_rows_ = choosing;
+    for (size_t j = 0; j < choosing; ++j)
+      if (constraint_->forced(j) >= 0) rules_.set_skip(mask_base_ + j);
+    if (constraint_->masks_taken())
+      mask_rules();
+    else  // the masks are taken while the device runs the forward
+      item.before_choose = [this] { mask_rules(); };
+  }
+}
+
+void SequenceDecoder::mask_rules() {
+  constraint_->take_masks();
+  for (size_t j = 0; j < mask_rows_; ++j)
+    if (constraint_->forced(j) < 0)
+      if (const constraints::TokenMask* m = constraint_->mask(j))
+        rules_.set_allowed(mask_base_ + j, *m);
+  rules_masked_ = true;
 }
 
 TokenLogprob SequenceDecoder::token_logprob(const float* logits, int64_t V, int32_t token) const {
@@ -137,15 +164,26 @@ bool SequenceDecoder::choose_and_emit(const ForwardResult& out, int64_t row) {
   const TokenHistory history{history_, static_cast<int64_t>(prompt_len_)};
   int32_t token;
   const size_t plan_row = constraint_ ? static_cast<size_t>(round_row_++) : 0;
+  if (constraint_) constraint_->take_masks();  // done already when the rules carried them
   const constraints::TokenMask* mask = constraint_ ? constraint_->mask(plan_row) : nullptr;
   if (constraint_ && constraint_->forced(plan_row) >= 0) {
     // The reasoning budget's close: the same token whatever the logits (or the backend) say.
     token = constraint_->forced(plan_row);
-  } else if (mask) {
+  } else if (mask && !(!out.tokens.empty() && out.tokens[row] >= 0)) {
+    // The item had no rules (logprobs or logit_bias wanted, or LOCKSTEP_HOST_SAMPLING=1): the
+    // host masks the downloaded row and chooses.
     LOCKSTEP_CHECK(static_cast<int64_t>(out.logits.size()) >= (row + 1) * V,
                    "a constrained row came back without logits");
     token = sampler_.choose({&out.logits[row * V], static_cast<size_t>(V)}, history,
                             static_cast<int64_t>(history_.size()), *mask);
+  } else if (mask) {
+    // The backend chose under the row's mask (TokenRule::allowed), as Sampler::choose with the
+    // mask would: the same id, and the same refusal when no allowed token had a finite logit.
+    LOCKSTEP_CHECK(rules_masked_, "the backend chose a constrained row without its mask");
+    token = out.tokens[row];
+    if (!mask->test(token))
+      fail("constrained sampling: no allowed token has a finite logit at position ",
+           history_.size());
   } else {
     token = chosen_token(out, row, sampler_, history, V);
   }

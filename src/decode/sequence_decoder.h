@@ -51,6 +51,8 @@ class SequenceDecoder {
   void consume_rows(const ForwardResult& out, size_t index);
   // The rules of the item's output rows, set as item.choose (none: the item downloads logits).
   void make_rules(ForwardItem& item);
+  // Takes the round's masks and sets them on the choosing rules (ForwardItem::before_choose).
+  void mask_rules();
   TokenLogprob token_logprob(const float* logits, int64_t V, int32_t token) const;
 
   Model& model_;
@@ -64,14 +66,17 @@ class SequenceDecoder {
   int64_t prefilled_ = 0;      // prompt tokens already in the cache
   std::vector<int32_t> block_;  // tokens of the pending item
   bool hidden_drafter_;
-  // Items carry rules: no logprobs wanted, no grammar (masked rows are chosen on the host from
-  // downloaded logits, on every backend), LOCKSTEP_HOST_SAMPLING unset. A reasoning budget alone
-  // keeps the backend's choice: its forced rows take the forced token, whatever was chosen.
+  // Items carry rules: no logprobs wanted, no logit_bias, LOCKSTEP_HOST_SAMPLING unset. Under a
+  // grammar each row's rule carries the row's mask (TokenRule::allowed), so the backend chooses
+  // among the allowed ids where the logits are; a reasoning budget's forced rows skip the choice
+  // and take the forced token.
   bool backend_chooses_;
   // When options_.constraint or options_.reasoning_budget is set.
   std::unique_ptr<ConstraintTracker> constraint_;
   int64_t round_row_ = 0;  // the pending item's row being chosen (its mask's index)
   TokenRules rules_;      // the pending item's
+  size_t mask_base_ = 0, mask_rows_ = 0;  // rules_[mask_base_ + j] chooses plan row j
+  bool rules_masked_ = false;             // mask_rules() has run for the pending item
   bool finished_ = false;
   GenerateResult result_;
   std::chrono::steady_clock::time_point t0_;

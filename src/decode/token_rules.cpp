@@ -39,6 +39,15 @@ void TokenRules::add_block(const Sampler& sampler, std::span<const int32_t> hist
   }
 }
 
+void TokenRules::set_allowed(size_t index, const constraints::TokenMask& allowed) {
+  kernels::TokenRule& r = rules_.at(index);
+  r.allowed = allowed.words().data();
+  r.allowed_size = allowed.size();
+  // An empty mask still forbids every id: the pointer must not read as "no mask".
+  static const uint64_t kNone = 0;
+  if (!r.allowed) r.allowed = &kNone;
+}
+
 int32_t chosen_token(const ForwardResult& out, int64_t row, Sampler& sampler,
                      const TokenHistory& history, int64_t V) {
   if (!out.tokens.empty() && out.tokens[row] >= 0) return out.tokens[row];

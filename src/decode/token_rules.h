@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "constraints/token_mask.h"
 #include "kernels/token_choice.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
@@ -36,7 +37,17 @@ class TokenRules {
   void add_block(const Sampler& sampler, std::span<const int32_t> history, int64_t prompt_len,
                  std::span<const int32_t> drafts, int64_t V);
 
+  // Rule `index` chooses among the ids `allowed` permits (a constraint's mask at its position;
+  // it must stay unchanged until the forward has run).
+  void set_allowed(size_t index, const constraints::TokenMask& allowed);
+  // Rule `index` wants no token (its row's token is decided without the logits).
+  void set_skip(size_t index) {
+    rules_.at(index) = {};
+    rules_.at(index).skip = true;
+  }
+
   std::span<const kernels::TokenRule> rules() const { return rules_; }
+  size_t size() const { return rules_.size(); }
   bool empty() const { return rules_.empty(); }
 
  private:

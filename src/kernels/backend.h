@@ -145,6 +145,11 @@ class Backend {
   // run then); a completed step that made no download yet runs (or records and runs) here.
   virtual void begin_step(const std::string& /*key*/) {}
   virtual void end_step(bool /*completed*/) {}
+  // Starts the ops queued so far without waiting for them (the CUDA backend launches a recorded
+  // step's graph here, which it would otherwise do at the step's first download or
+  // choose_tokens), so that host work after this call overlaps them. Later ops of the step
+  // still run after these. A no-op where ops run as they are called (the CPU).
+  virtual void launch_queued() {}
 
   // One token per row of logits ([rules.size()][V] in this backend's memory), row r chosen by
   // rules[r] exactly as kernels::choose_token would (token_choice.h); only the ids come back, to

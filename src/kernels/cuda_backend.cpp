@@ -361,6 +361,9 @@ class CudaBackend final : public Backend {
     cuda::download(dst, src, bytes);
     if (prof_) prof_->flush();
   }
+  void launch_queued() override {
+    if (mode_ != Mode::Eager) run_recording();  // eager ops are already on the stream
+  }
   // After the recorded ops, outside the graph (its rules change every step): the recording
   // is run first, as download() does.
   void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> rules,

@@ -12,6 +12,9 @@ int32_t choose_token(std::span<const float> logits, const TokenRule& p, ChoiceSc
   const int64_t V = static_cast<int64_t>(logits.size());
   std::vector<float>& work = s.work;
   work.assign(logits.begin(), logits.end());
+  if (p.masked())  // before everything else, as constraints::apply_mask before Sampler::choose
+    for (int64_t i = 0; i < V; ++i)
+      if (!p.allows(i)) work[i] = -INFINITY;
   for (const TokenAdjust& a : p.adjust)
     if (a.id >= 0 && a.id < V)
       work[a.id] = choice::penalized(work[a.id], a.output_count, a.seen, p.repetition_penalty,

@@ -9,6 +9,12 @@
 // work/T + G(seed, position, id) with counter-based noise. The rule carries the penalties as a
 // sparse list computed on the host from the token history, so this layer knows nothing about
 // histories or the sampling layer.
+//
+// A rule may also carry an allowed-token bit mask (a constraint's mask at the row's position):
+// a token outside it competes exactly as if its logit were -inf, in every implementation, so the
+// backend's id under a mask is the host Sampler's id on the masked logits (constraints/
+// apply_mask, then choose()). Its -inf passes the penalties (-inf / r, -inf * r, -inf - c are
+// all -inf) and the Gumbel score (-inf / T + finite noise) unchanged: a forbidden id scores -inf.
 #pragma once
 
 #include <cstdint>
@@ -49,10 +55,19 @@ struct TokenRule {
   // Ids ascending, unique, each in [0, V); empty when no penalty is on.
   std::span<const TokenAdjust> adjust;
   bool skip = false;  // no token wanted from this row: choose_tokens gives -1 and does no work
+  // Allowed ids: bit (id % 64) of allowed[id / 64] for id < allowed_size; ids past allowed_size
+  // are forbidden. Null: every id is allowed. The words of a constraints::TokenMask; they must
+  // stay unchanged until choose_tokens returns.
+  const uint64_t* allowed = nullptr;
+  int32_t allowed_size = 0;
 
   bool greedy() const { return temperature <= 0.0f; }
   // top-k / top-p / min-p order the candidates by value: a sort, done on the host.
   bool needs_sorted() const { return !greedy() && (top_k > 0 || top_p < 1.0f || min_p > 0.0f); }
+  bool masked() const { return allowed != nullptr; }
+  bool allows(int64_t id) const {
+    return !allowed || (id >= 0 && id < allowed_size && (allowed[id >> 6] >> (id & 63)) & 1);
+  }
 };
 
 // Reusable host buffers for choose_token.

@@ -119,6 +119,13 @@ ForwardResult finish_forward(std::span<const ForwardItem> items, const FlatBatch
   kernels::Floats logits = be.array<float>(r.rows * head.lm_head.rows);
   be.linear(normed.data(), r.rows, head.lm_head, nullptr, logits.data());
   if (head.softcap > 0) be.softcap(logits.data(), r.rows * head.lm_head.rows, head.softcap);
+  // Host work the items' rules wait for overlaps the device's forward (ForwardItem::before_choose).
+  const auto has_hook = [](const ForwardItem& it) { return static_cast<bool>(it.before_choose); };
+  if (std::any_of(items.begin(), items.end(), has_hook)) {
+    be.launch_queued();
+    for (const ForwardItem& it : items)
+      if (it.before_choose) it.before_choose();
+  }
   // Only what the items asked for crosses to the host: hidden rows if any item wants them, ids
   // for items with rules, logits if any item with output rows has none.
   const int64_t V = head.lm_head.rows;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,6 +57,10 @@ struct ForwardItem {
   // in row order: their ids come back in ForwardResult::tokens and only ids cross from the device.
   // Empty: this item's output rows' logits come back in ForwardResult::logits instead.
   std::span<const kernels::TokenRule> choose = {};
+  // Called once per forward, after its ops are launched (Backend::launch_queued) and before
+  // `choose` is read: host work the rules wait for (a constraint's masks) runs here while the
+  // device computes the logits. It may change the rules `choose` points to, not their number.
+  std::function<void()> before_choose = {};
   // Return the output rows' final-normed hidden states (ForwardResult::hidden); a GPU forward
   // downloads them only when some item asks.
   bool hidden = true;

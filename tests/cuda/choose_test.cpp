@@ -2,7 +2,9 @@
 // bit: the device Gumbel noise for every one of the 2^24 uniforms, the counter-based uniforms,
 // every id's score under penalties and temperature, and the chosen ids for many rows and rules
 // (V = 151936, ties, all-equal rows, -inf, NaN, filtered rows on the host fallback), whatever the
-// number of rows in the call, eagerly and inside a recorded (graph) step.
+// number of rows in the call, eagerly and inside a recorded (graph) step; rows with an
+// allowed-token mask (TokenRule::allowed: random densities, one allowed id, all but one, a mask
+// shorter than the row) against the host's choice under the same mask.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,8 @@
 
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
+#include "constraints/token_mask.h"
+#include "core/error.h"
 #include "kernels/token_choice.h"
 #include "sampling/sampler.h"
 
@@ -216,6 +220,132 @@ TEST_F(Choose, WorksAfterARecordedStep) {
       Floats copy = be->array<float>(rows * V);
       be->copy(copy.data(), logits.data(), c.logits.size() * sizeof(float));
       be->choose_tokens(copy.data(), V, c.rules, ids.data());
+    }
+    be->end_step(true);
+    EXPECT_EQ(ids, c.want) << "step " << step;
+  }
+}
+
+// A constraint's mask of one of the shapes a grammar gives (kind 6: none).
+constraints::TokenMask mask_for(int kind, int64_t V, std::mt19937& rng) {
+  // Kind 5: a mask over fewer ids than the row (a lm_head padded past the tokenizer).
+  const auto size = static_cast<int32_t>(kind == 5 ? V - std::min<int64_t>(V - 1, 77) : V);
+  constraints::TokenMask m(size);
+  auto any = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(size)); };
+  if (kind <= 2 || kind == 5) {
+    const double keep = kind == 0 ? 0.5 : kind == 1 ? 0.03 : 0.0005;
+    std::bernoulli_distribution b(keep);
+    for (int32_t i = 0; i < size; ++i)
+      if (b(rng)) m.set(i);
+    if (m.count() == 0) m.set(any());
+  } else if (kind == 3) {
+    m.set(any());  // one allowed id
+  } else if (kind == 4) {
+    const int32_t gone = any();  // all but one
+    for (int32_t i = 0; i < size; ++i)
+      if (i != gone) m.set(i);
+  }
+  return m;
+}
+
+TEST_F(Choose, MaskedRowsAreTheHostsMaskedChoice) {
+  std::mt19937 rng(17);
+  for (int64_t V : {int64_t{1}, int64_t{33}, int64_t{4097}, int64_t{151936}}) {
+    const int rows = V > 5000 ? 48 : 64;
+    Case c = make_case(V, rows, rng);
+    std::vector<constraints::TokenMask> masks(rows);
+    int masked = 0, checked_with_sampler = 0;
+    for (int r = 0; r < rows; ++r) {
+      const int kind = static_cast<int>(rng() % 7);
+      if (kind == 6) continue;  // unmasked rows mixed in
+      masks[r] = mask_for(kind, V, rng);
+      c.rules[r].allowed = masks[r].words().data();
+      c.rules[r].allowed_size = masks[r].size();
+      ++masked;
+      const std::span<const float> row(c.logits.data() + r * V, static_cast<size_t>(V));
+      ChoiceScratch scratch;
+      c.want[r] = choose_token(row, c.rules[r], scratch);  // the host, the same mask
+      // Where an allowed id has a finite logit, the Sampler's masked choice is the same id.
+      try {
+        const TokenHistory hist{c.histories[r], c.prompt_lens[r]};
+        const int32_t s = c.samplers[r].choose(row, hist, c.rules[r].position, masks[r]);
+        EXPECT_EQ(s, c.want[r]) << "V " << V << " row " << r;
+        ++checked_with_sampler;
+      } catch (const Error&) {
+        EXPECT_FALSE(masks[r].test(c.want[r])) << "V " << V << " row " << r;
+      }
+    }
+    EXPECT_GT(masked, rows / 2);
+    EXPECT_GT(checked_with_sampler, masked / 2);
+    DeviceBuffer<float> logits(c.logits);
+    EXPECT_EQ(choose_on_device(logits.get(), V, c.rules), c.want) << "V " << V;
+    for (int r = 0; r < rows; ++r) {
+      const auto one = choose_on_device(logits.get() + r * V, V, {&c.rules[r], 1});
+      EXPECT_EQ(one[0], c.want[r]) << "V " << V << " row " << r;
+    }
+    auto cpu = make_cpu_backend();
+    std::vector<int32_t> ids(c.rules.size());
+    cpu->choose_tokens(c.logits.data(), V, c.rules, ids.data());
+    EXPECT_EQ(ids, c.want) << "V " << V;
+  }
+}
+
+// The mask decides against the logits: a forbidden id with the row's largest logit (and +inf)
+// never wins, on every sampling kind, and one allowed id always wins where its logit is finite.
+TEST_F(Choose, AForbiddenMaximumNeverWins) {
+  std::mt19937 rng(23);
+  const int64_t V = 151936;
+  const int rows = 32;
+  Case c = make_case(V, rows, rng);
+  std::vector<constraints::TokenMask> masks(rows);
+  for (int r = 0; r < rows; ++r) {
+    std::normal_distribution<float> n(0, 3);
+    for (int64_t id = 0; id < V; ++id) c.logits[r * V + id] = n(rng);
+    const auto top = static_cast<int32_t>(rng() % V);
+    c.logits[r * V + top] = r % 2 ? INFINITY : 1e30f;
+    masks[r] = mask_for(r % 2 ? 3 : 4, V, rng);
+    if (masks[r].test(top)) {  // make the maximum forbidden
+      constraints::TokenMask m(static_cast<int32_t>(V));
+      for (int32_t i = 0; i < V; ++i)
+        if (masks[r].test(i) && i != top) m.set(i);
+      if (m.count() == 0) m.set((top + 1) % static_cast<int32_t>(V));
+      masks[r] = m;
+    }
+    c.rules[r].allowed = masks[r].words().data();
+    c.rules[r].allowed_size = masks[r].size();
+    ChoiceScratch scratch;
+    c.want[r] = choose_token({c.logits.data() + r * V, static_cast<size_t>(V)}, c.rules[r],
+                             scratch);
+    EXPECT_NE(c.want[r], top);
+    EXPECT_TRUE(masks[r].test(c.want[r]));
+  }
+  DeviceBuffer<float> logits(c.logits);
+  EXPECT_EQ(choose_on_device(logits.get(), V, c.rules), c.want);
+}
+
+// Masked rows after a recorded step, the masks changing each step like a grammar's.
+TEST_F(Choose, MaskedRowsWorkAfterARecordedStep) {
+  auto be = make_cuda_backend();
+  std::mt19937 rng(29);
+  const int64_t V = 151936;
+  const int rows = 3;
+  for (int step = 0; step < 5; ++step) {
+    Case c = make_case(V, rows, rng);
+    std::vector<constraints::TokenMask> masks(rows);
+    for (int r = 0; r < rows; ++r) {
+      masks[r] = mask_for((step + r) % 6, V, rng);
+      c.rules[r].allowed = masks[r].words().data();
+      c.rules[r].allowed_size = masks[r].size();
+      ChoiceScratch scratch;
+      c.want[r] = choose_token({c.logits.data() + r * V, static_cast<size_t>(V)}, c.rules[r],
+                               scratch);
+    }
+    std::vector<int32_t> ids(rows, -2);
+    be->begin_step("choose-mask-test");
+    {
+      Floats logits = be->array<float>(rows * V);
+      be->upload(logits.data(), c.logits.data(), c.logits.size() * sizeof(float));
+      be->choose_tokens(logits.data(), V, c.rules, ids.data());
     }
     be->end_step(true);
     EXPECT_EQ(ids, c.want) << "step " << step;

@@ -199,12 +199,16 @@ TEST(ConstrainedDecode, TrackerCutsTheBlockAtTheFirstForbiddenDraftAndRollsBack)
   const int32_t letter = s.tok->encode("x", false).at(0);
   ConstraintTracker t(c);
   EXPECT_EQ(t.plan({}), 0u);
+  EXPECT_FALSE(t.masks_taken()) << "without a budget the masks wait for take_masks()";
+  t.take_masks();
   EXPECT_TRUE(t.mask(0)->test(one));
   EXPECT_FALSE(t.mask(0)->test(letter));
   for (int32_t e : s.eos) EXPECT_FALSE(t.mask(0)->test(e)) << "nothing written yet: no EOS";
   t.settle(std::vector<int32_t>{one});
   const std::vector<int32_t> drafts = {two, letter, one};
   EXPECT_EQ(t.plan(drafts), 1u);  // "2" allowed, "x" forbidden: the block stops there
+  t.take_masks();
+  EXPECT_FALSE(t.mask(0)->test(letter)) << "row 0: after \"1\"";
   for (int32_t e : s.eos) EXPECT_TRUE(t.mask(1)->test(e)) << "\"12\" may end";
   // The target chose "1" after "1" (not the draft "2"): the state drops the draft.
   t.settle(std::vector<int32_t>{one});

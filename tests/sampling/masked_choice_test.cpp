@@ -1,6 +1,7 @@
 // Sampler::choose under a constraint mask: the token is always allowed, the mask comes before
 // penalties and filters (top-k / top-p / min-p select among allowed tokens), and a seeded choice
-// is a function of (logits, mask, history, seed, position) alone.
+// is a function of (logits, mask, history, seed, position) alone. A rule carrying the mask
+// (TokenRule::allowed, what a backend chooses with) gives the same id as the host's masked choice.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "constraints/token_mask.h"
 #include "core/error.h"
+#include "kernels/backend.h"
 #include "sampling/sampler.h"
 
 namespace lockstep {
@@ -133,6 +135,105 @@ TEST(MaskedChoice, RefusesWhenNoAllowedTokenHasAFiniteLogit) {
   mask.set(9);
   Sampler s({});
   EXPECT_THROW(s.choose(logits, {}, 0, mask), Error);
+}
+
+// The masks a backend sees: random densities, one allowed token, all but one, and the padded ids
+// past a mask shorter than the row.
+std::vector<constraints::TokenMask> edge_masks(uint32_t seed, int32_t size) {
+  std::mt19937 rng(seed);
+  std::vector<constraints::TokenMask> out;
+  for (double keep : {0.5, 0.05, 0.002}) {
+    std::bernoulli_distribution b(keep);
+    constraints::TokenMask m(size);
+    for (int32_t i = 0; i < size; ++i)
+      if (b(rng)) m.set(i);
+    if (m.count() == 0) m.set(static_cast<int32_t>(rng() % size));
+    out.push_back(std::move(m));
+  }
+  constraints::TokenMask one(size);
+  one.set(static_cast<int32_t>(rng() % size));
+  out.push_back(one);
+  constraints::TokenMask last(size);
+  last.set(size - 1);  // the highest id only (the tail word's last bit)
+  out.push_back(last);
+  constraints::TokenMask all_but_one(size);
+  const auto gone = static_cast<int32_t>(rng() % size);
+  for (int32_t i = 0; i < size; ++i)
+    if (i != gone) all_but_one.set(i);
+  out.push_back(all_but_one);
+  return out;
+}
+
+TEST(MaskedChoice, RuleWithTheMaskEqualsTheHostMaskedChoice) {
+  // V = kV + 37: not a multiple of 32 or 64, and the masks cover only kV ids (padded rows).
+  const int32_t V = kV + 37;
+  const std::vector<int32_t> history = {3, 17, 17, 400, 999, 5, 5, 1010};
+  std::vector<SamplingParams> params = rules();
+  params.push_back(params[5]);
+  params.back().top_k = 0;  // penalties, unfiltered (the GPU kernel's own path)
+  params.back().frequency_penalty = -0.7f;
+  params.push_back(params[4]);
+  params.back().top_p = 0.7f;
+  params.back().temperature = 1.7f;
+  auto be = kernels::make_cpu_backend();
+  int compared = 0;
+  for (const SamplingParams& p : params) {
+    for (uint32_t seed = 1; seed <= 6; ++seed) {
+      std::mt19937 rng(seed);
+      std::normal_distribution<float> d(0, 3);
+      std::vector<float> logits(V);
+      for (auto& x : logits) x = d(rng);
+      logits[seed * 31] = INFINITY;  // an allowed or forbidden +inf; ties of maxima below
+      logits[seed * 37] = logits[seed * 41] = 9.0f;
+      for (const auto& mask : edge_masks(seed, kV)) {
+        const int64_t pos = 11 + seed;
+        const TokenHistory h{history, 3};
+        Sampler host(p);
+        const int32_t want = host.choose(logits, h, pos, mask);
+        ASSERT_TRUE(mask.test(want));
+        std::vector<kernels::TokenAdjust> adjust;
+        kernels::TokenRule r = host.rule(h, pos, V, adjust);
+        r.allowed = mask.words().data();
+        r.allowed_size = mask.size();
+        for (int32_t id = 0; id < V; ++id) ASSERT_EQ(r.allows(id), mask.test(id)) << id;
+        kernels::ChoiceScratch scratch;
+        EXPECT_EQ(kernels::choose_token(logits, r, scratch), want)
+            << "temperature " << p.temperature << " top_k " << p.top_k << " seed " << seed;
+        // ... and the same as the rule without a mask on logits with -inf outside it.
+        std::vector<float> masked = logits;
+        for (int32_t i = 0; i < V; ++i)
+          if (!mask.test(i)) masked[i] = -INFINITY;
+        kernels::TokenRule plain = r;
+        plain.allowed = nullptr;
+        EXPECT_EQ(kernels::choose_token(masked, plain, scratch), want);
+        // The CPU backend's choose_tokens, two rows with different masks in one call.
+        std::vector<float> two(logits);
+        two.insert(two.end(), logits.begin(), logits.end());
+        const kernels::TokenRule both[2] = {r, plain};
+        int32_t ids[2];
+        be->choose_tokens(two.data(), V, both, ids);
+        EXPECT_EQ(ids[0], want);
+        EXPECT_EQ(ids[1], kernels::choose_token(logits, plain, scratch));
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, static_cast<int>(params.size()) * 6 * 6);
+}
+
+TEST(MaskedChoice, RuleWithAnEmptyMaskAllowsNothingButStillChooses) {
+  // Like the host's all -inf row: the lowest id among equal -inf scores, which the decoder then
+  // refuses (it is not allowed), as Sampler::choose with the mask does.
+  const std::vector<float> logits(100, 1.0f);
+  constraints::TokenMask none(100);
+  kernels::TokenRule r;
+  static const uint64_t kZero = 0;
+  r.allowed = &kZero;
+  r.allowed_size = 0;
+  kernels::ChoiceScratch scratch;
+  EXPECT_EQ(kernels::choose_token(logits, r, scratch), 0);
+  Sampler s({});
+  EXPECT_THROW(s.choose(logits, {}, 0, none), Error);
 }
 
 }  // namespace

@@ -8,6 +8,11 @@
 // blocks' partial winners are merged: the ids are the host's whatever the launch shape, and a
 // row's id never depends on the other rows of the call.
 //
+// A rule's allowed-token mask (TokenRule::allowed) is staged with the rules in the same upload,
+// ceil(V / 32) 32-bit words per masked row (about 19 KB for a 150k vocabulary), and read by the
+// scan: a forbidden id is scored from the value -inf, exactly what the host's masked copy of the
+// row holds for it (token_choice.h), so masked rows are chosen here like any other.
+//
 // Two launches: choose_partial, grid (chunks of kChunk ids, rows), each block the winner of one
 // chunk of one row; choose_final, one warp per row, merging that row's chunk winners.
 //
@@ -48,6 +53,7 @@ struct DevRule {
   float temperature;  // <= 0: greedy
   float repetition, presence, frequency;
   int32_t adj_begin, adj_end;  // this row's penalty list in the adjust array
+  int64_t mask_begin;          // this row's mask words in the mask array; -1: every id allowed
 };
 
 // The device's copy of a rule's scoring parameters (the penalty list goes to its own array).
@@ -62,6 +68,7 @@ DevRule dev_rule(const TokenRule& t, int64_t row, int32_t adj_begin, int32_t adj
   d.frequency = t.frequency_penalty;
   d.adj_begin = adj_begin;
   d.adj_end = adj_end;
+  d.mask_begin = -1;
   return d;
 }
 
@@ -76,6 +83,13 @@ __device__ __forceinline__ float token_score(const DevRule& r, float value, int3
 }
 __device__ __forceinline__ float adjusted(const DevRule& r, const TokenAdjust& a, float logit) {
   return choice::penalized(logit, a.output_count, a.seen, r.repetition, r.presence, r.frequency);
+}
+// The value id competes with before penalties: its logit, or -inf where the mask forbids it.
+__device__ __forceinline__ float masked_logit(const DevRule& r, const uint32_t* __restrict__ masks,
+                                              const float* row, int64_t id) {
+  if (r.mask_begin >= 0 && !((masks[r.mask_begin + (id >> 5)] >> (id & 31)) & 1u))
+    return -INFINITY;
+  return row[id];
 }
 __device__ __forceinline__ void offer(Best& b, float score, int32_t id) {
   if (isnan(score)) return;  // see the header comment: NaN never wins by comparison
@@ -113,8 +127,8 @@ __device__ __forceinline__ int32_t lower_bound(const TokenAdjust* adjust, int32_
 // the plain scan skips them.
 __global__ void __launch_bounds__(kThreads)
     choose_partial(const float* __restrict__ logits, int64_t V, const DevRule* __restrict__ rules,
-                   const TokenAdjust* __restrict__ adjust, Best* __restrict__ partials,
-                   int chunks) {
+                   const TokenAdjust* __restrict__ adjust, const uint32_t* __restrict__ masks,
+                   Best* __restrict__ partials, int chunks) {
   detail::pdl_wait();
   __shared__ uint32_t marked[kChunk / 32];
   __shared__ int32_t range[2];
@@ -135,13 +149,14 @@ __global__ void __launch_bounds__(kThreads)
     const TokenAdjust t = adjust[a];
     const int64_t k = t.id - lo;
     atomicOr(&marked[k >> 5], 1u << (k & 31));
-    offer(b, token_score(r, adjusted(r, t, row[t.id]), t.id), t.id);
+    offer(b, token_score(r, adjusted(r, t, masked_logit(r, masks, row, t.id)), t.id), t.id);
   }
   __syncthreads();
   for (int64_t id = lo + tid; id < hi; id += kThreads) {
     const int64_t k = id - lo;
     if (marked[k >> 5] & (1u << (k & 31))) continue;
-    offer(b, token_score(r, row[id], static_cast<int32_t>(id)), static_cast<int32_t>(id));
+    offer(b, token_score(r, masked_logit(r, masks, row, id), static_cast<int32_t>(id)),
+          static_cast<int32_t>(id));
   }
   b = warp_merge(b);
   if ((tid & 31) == 0) warp_best[tid >> 5] = b;
@@ -158,6 +173,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void choose_final(const float* __restrict__ logits, int64_t V,
                              const DevRule* __restrict__ rules,
                              const TokenAdjust* __restrict__ adjust,
+                             const uint32_t* __restrict__ masks,
                              const Best* __restrict__ partials, int chunks, int32_t* ids) {
   detail::pdl_wait();
   const DevRule r = rules[blockIdx.x];
@@ -168,7 +184,7 @@ __global__ void choose_final(const float* __restrict__ logits, int64_t V,
   b = warp_merge(b);
   if (lane == 0) {
     const float* row = logits + r.row * V;
-    float v0 = row[0];
+    float v0 = masked_logit(r, masks, row, 0);
     if (r.adj_begin < r.adj_end && adjust[r.adj_begin].id == 0)
       v0 = adjusted(r, adjust[r.adj_begin], v0);
     const float s0 = token_score(r, v0, 0);
@@ -194,6 +210,21 @@ void* buffer(size_t bytes) {
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
+// Appends a rule's mask as `words` 32-bit words covering ids [0, 32 * words): the bits of its
+// 64-bit words (id % 64 of word id / 64 is id % 32 of 32-bit word id / 32), ids past
+// allowed_size cleared.
+void append_mask(const TokenRule& t, size_t words, std::vector<uint32_t>& out) {
+  const size_t at = out.size();
+  out.resize(at + words, 0u);
+  uint32_t* w = out.data() + at;
+  const int64_t size = std::min<int64_t>(t.allowed_size, static_cast<int64_t>(words) * 32);
+  const int64_t full = std::max<int64_t>(size, 0) / 32;  // words wholly below allowed_size
+  for (int64_t k = 0; k < full; ++k)
+    w[k] = static_cast<uint32_t>(t.allowed[k >> 1] >> ((k & 1) * 32));
+  for (int64_t id = full * 32; id < size; ++id)
+    if ((t.allowed[id >> 6] >> (id & 63)) & 1) w[id >> 5] |= 1u << (id & 31);
+}
+
 }  // namespace
 
 void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> rules,
@@ -202,6 +233,8 @@ void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> ru
   if (V <= 0 || V > INT32_MAX) fail("choose_tokens: vocabulary of ", V, " ids");
   std::vector<DevRule> dev;
   std::vector<TokenAdjust> adjust;
+  std::vector<uint32_t> masks;  // the masked rows' words, mask_words each
+  const size_t mask_words = static_cast<size_t>((V + 31) / 32);
   std::vector<size_t> dev_rows, host_rows;  // rule indices done here / on the host
   for (size_t i = 0; i < rules.size(); ++i) {
     const TokenRule& t = rules[i];
@@ -216,6 +249,10 @@ void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> ru
       if (a.id >= 0 && a.id < V) adjust.push_back(a);
     dev.push_back(dev_rule(t, static_cast<int64_t>(i), adj_begin,
                            static_cast<int32_t>(adjust.size())));
+    if (t.masked()) {
+      dev.back().mask_begin = static_cast<int64_t>(masks.size());
+      append_mask(t, mask_words, masks);
+    }
     dev_rows.push_back(i);
   }
   if (!dev.empty()) {
@@ -223,26 +260,34 @@ void choose_tokens(const float* logits, int64_t V, std::span<const TokenRule> ru
     const int chunks = static_cast<int>((V + kChunk - 1) / kChunk);
     const size_t rules_bytes = align256(dev.size() * sizeof(DevRule));
     const size_t adjust_bytes = align256(std::max<size_t>(adjust.size(), 1) * sizeof(TokenAdjust));
+    const size_t mask_bytes = align256(std::max<size_t>(masks.size(), 1) * sizeof(uint32_t));
     const size_t partial_bytes = align256(static_cast<size_t>(n) * chunks * sizeof(Best));
     const size_t ids_bytes = align256(static_cast<size_t>(n) * sizeof(int32_t));
     char* base = static_cast<char*>(
-        buffer(rules_bytes + adjust_bytes + partial_bytes + ids_bytes));
+        buffer(rules_bytes + adjust_bytes + mask_bytes + partial_bytes + ids_bytes));
     auto* d_rules = reinterpret_cast<DevRule*>(base);
     auto* d_adjust = reinterpret_cast<TokenAdjust*>(base + rules_bytes);
-    auto* d_partials = reinterpret_cast<Best*>(base + rules_bytes + adjust_bytes);
-    auto* d_ids = reinterpret_cast<int32_t*>(base + rules_bytes + adjust_bytes + partial_bytes);
-    // One staged copy of rules and penalty lists (pageable: the call returns once it is staged).
-    std::vector<char> staged(rules_bytes + adjust.size() * sizeof(TokenAdjust));
+    auto* d_masks = reinterpret_cast<uint32_t*>(base + rules_bytes + adjust_bytes);
+    auto* d_partials = reinterpret_cast<Best*>(base + rules_bytes + adjust_bytes + mask_bytes);
+    auto* d_ids = reinterpret_cast<int32_t*>(base + rules_bytes + adjust_bytes + mask_bytes +
+                                             partial_bytes);
+    // One staged copy of rules, penalty lists and masks (pageable: the call returns once it is
+    // staged), so a batch's masked rows cost one upload together.
+    std::vector<char> staged(rules_bytes + adjust_bytes + masks.size() * sizeof(uint32_t));
     std::memcpy(staged.data(), dev.data(), dev.size() * sizeof(DevRule));
     if (!adjust.empty())
       std::memcpy(staged.data() + rules_bytes, adjust.data(), adjust.size() * sizeof(TokenAdjust));
+    if (!masks.empty())
+      std::memcpy(staged.data() + rules_bytes + adjust_bytes, masks.data(),
+                  masks.size() * sizeof(uint32_t));
     upload(base, staged.data(), staged.size());
     detail::launch("choose_partial", choose_partial, dim3(chunks, n), dim3(kThreads), 0, logits, V,
                    static_cast<const DevRule*>(d_rules), static_cast<const TokenAdjust*>(d_adjust),
-                   d_partials, chunks);
+                   static_cast<const uint32_t*>(d_masks), d_partials, chunks);
     detail::launch("choose_final", choose_final, dim3(n), dim3(32), 0, logits, V,
                    static_cast<const DevRule*>(d_rules), static_cast<const TokenAdjust*>(d_adjust),
-                   static_cast<const Best*>(d_partials), chunks, d_ids);
+                   static_cast<const uint32_t*>(d_masks), static_cast<const Best*>(d_partials),
+                   chunks, d_ids);
     std::vector<int32_t> ids(n);
     download(ids.data(), d_ids, static_cast<size_t>(n) * sizeof(int32_t));
     for (int i = 0; i < n; ++i) host_ids[dev_rows[i]] = ids[i];
@@ -297,6 +342,7 @@ void position_uniforms(uint64_t seed, int64_t position, int64_t n, float* out) {
 }
 
 void choice_scores(const float* logits, int64_t V, const TokenRule& rule, float* out) {
+  if (rule.masked()) fail("choice_scores: a masked rule (the scores are the unmasked ones)");
   const DevRule d = dev_rule(rule, 0, 0, static_cast<int32_t>(rule.adjust.size()));
   auto* adjust = static_cast<TokenAdjust*>(
       buffer(std::max<size_t>(rule.adjust.size(), 1) * sizeof(TokenAdjust)));
