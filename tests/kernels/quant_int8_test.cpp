@@ -13,6 +13,7 @@
 
 #include "hwy/targets.h"
 #include "kernels/cpu/act_quant.h"
+#include "kernels/cpu/cpu_tuning.h"
 #include "kernels/numerics.h"
 #include "kernels/ops.h"
 #include "kernels/quant_format.h"
@@ -160,6 +161,33 @@ TEST(QuantInt8Linear, EveryCompiledTargetGivesTheOraclesBits) {
       EXPECT_GE(tested, test::kMinTargets) << "expected kMinTargets targets at least (test_util.h)";
     }
   }
+}
+
+// One-row calls with and without the tile-ahead prefetch (on where the prefetch locality is not
+// nta: Intel by default): the oracle's bits on every target either way.
+TEST(QuantInt8Linear, OneRowPrefetchChoicesGiveTheOraclesBits) {
+  QuantDotScope mode(QuantDot::Int8);
+  const int64_t bytes0 = gemv_prefetch_bytes();
+  const int locality0 = gemv_prefetch_locality();
+  for (const Case& c : kCases) {
+    const QuantizedMatrix q = quantized(c, DType::BF16, 13);
+    const Weight w = q.view();
+    const auto x = activations(c.K, 15);
+    const auto want = oracle(x.data(), 1, w, nullptr);
+    for (int locality : {0, 1, 3})
+      for (int64_t bytes : {int64_t{0}, int64_t{6144}}) {
+        set_gemv_prefetch(bytes, locality);
+        for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+          hwy::SetSupportedTargetsForTest(target);
+          const auto y = run(x.data(), 1, w, nullptr, 2);
+          EXPECT_TRUE(test::same_bits(y.data(), want.data(), want.size()))
+              << c.bits << "-bit g" << c.group << " K=" << c.K << " locality " << locality
+              << " bytes " << bytes << " target " << hwy::TargetName(target);
+        }
+        hwy::SetSupportedTargetsForTest(0);
+      }
+  }
+  set_gemv_prefetch(bytes0, locality0);
 }
 
 TEST(QuantInt8Linear, RowsAreIndependentOfBatchOffsetAndThreads) {

@@ -6,6 +6,7 @@
 # src/kernels/cpu/cpu_tuning.h (software prefetch distance and locality) and pinned to the first T cores, so one call shows which of them moves decode on this CPU. Made for
 # the GPU machine's 16-core host (a compiler and CMake, no network); runs anywhere with them.
 #   tools/bench/cpu_decode_study.sh LLAMA_SRC.tar.xz [threads="2 16"] [rounds=2]
+#   STUDY=full adds the prefetch distance / locality / pinning variants at the first thread count.
 #   LOCKSTEP_BIN (default: the packed engine's run-lockstep, else build/lockstep); OUT: logs.
 # llama.cpp is not part of this repository (its source: npm's node-llama-cpp,
 # llama/gitRelease.bundle). Prints one line per run and the medians per configuration.
@@ -66,7 +67,10 @@ for r in $(seq 1 "$rounds"); do
     rec() { echo "round $r threads $t $1: $2 tok/s" | tee -a "$out/runs.txt"; }
     rec "llama.cpp-bf16" "$(ll_run "$t" "$work/bf16.gguf")"
     rec "lockstep-bf16" "$(ls_run "$t" "$work/bf16")"
-    if [ "$t" = "${threads%% *}" ]; then  # the tuning variants at the first thread count only
+    # The defaults against the old prefetchnta at every thread count, then distance and
+    # locality variants at the first thread count (STUDY=full).
+    rec "lockstep-bf16-nta" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_HINT=nta)"
+    if [ "${STUDY:-short}" = full ] && [ "$t" = "${threads%% *}" ]; then
       rec "lockstep-bf16-pin" "$(ls_run "$t" "$work/bf16" --pin)"
       for pf in 0 12288 24576; do
         rec "lockstep-bf16-pf$pf" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_BYTES=$pf)"
@@ -78,8 +82,10 @@ for r in $(seq 1 "$rounds"); do
     fi
     rec "llama.cpp-q4_0" "$(ll_run "$t" "$work/q4_0.gguf")"
     rec "lockstep-q4" "$(ls_run "$t" "$work/q4")"
+    rec "lockstep-q4-nta" "$(ls_run "$t" "$work/q4" LOCKSTEP_CPU_PREFETCH_HINT=nta)"
     rec "llama.cpp-q8_0" "$(ll_run "$t" "$work/q8_0.gguf")"
     rec "lockstep-q8" "$(ls_run "$t" "$work/q8")"
+    rec "lockstep-q8-nta" "$(ls_run "$t" "$work/q8" LOCKSTEP_CPU_PREFETCH_HINT=nta)"
   done
 done
 # Where the time goes: one profiled run per thread count (wall time per op kind).
@@ -97,8 +103,8 @@ for line in open(sys.argv[1]):
 for t in sorted({t for t, _ in by}):
     base = {k: statistics.median(v) for (tt, k), v in by.items() if tt == t}
     for k, v in sorted(base.items()):
-        peer = base.get({"lockstep-q4": "llama.cpp-q4_0", "lockstep-q8": "llama.cpp-q8_0"}.get(
-            k, "llama.cpp-bf16" if "bf16" in k else ""), 0)
+        kind = "q4_0" if "-q4" in k else "q8_0" if "-q8" in k else "bf16"
+        peer = base.get("llama.cpp-" + kind, 0)
         ratio = " (%.3f of llama.cpp)" % (v / peer) if k.startswith("lockstep") and peer else ""
         print("threads %d %-22s %8.2f tok/s%s" % (t, k, v, ratio))
 PY

@@ -33,6 +33,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/linear_quant_int8.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/cpu/cpu_tuning.h"
 #include <algorithm>
 
 #include "kernels/cpu/fma_targets.h"
@@ -130,6 +131,10 @@ struct Call {
   const Weight* w;
   int64_t groups;     // per weight row
   int64_t row_bytes;  // code bytes per weight row
+  // One-row calls ask for the next tile's codes a tile ahead with prefetcht2 (cpu_tuning.h):
+  // where the prefetch locality is t2, t1 or t0, i.e. on Intel by default. Prefetchnta CPUs keep
+  // the hardware prefetcher alone here, as they were measured.
+  bool prefetch;
 };
 
 template <int R, int C>
@@ -266,6 +271,14 @@ HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ld
   for (int64_t g0 = 0; g0 < c.groups; g0 += kChunk) {
     const int64_t valid = std::min<int64_t>(kChunk, c.groups - g0);
     const uint64_t u0 = static_cast<uint64_t>(g0 * G / kUnit<Bits>);
+    if constexpr (R == 1) {
+      if (c.prefetch) {  // this chunk's lines of the next tile's rows (tile rows are contiguous)
+        const int64_t at = g0 * G * Bits / 8, bytes = valid * G * Bits / 8;
+        for (int j = 0; j < C; ++j)
+          for (int64_t b = 0; b < bytes; b += 64)
+            __builtin_prefetch(w + (C + j) * c.row_bytes + at + b, 0, 1);
+      }
+    }
     VI isum[R][C][kOut];
     if (valid == kChunk)
       chunk_sums<Bits, LPG, UPL, true>(c, w, x, u0, isum);
@@ -358,7 +371,8 @@ void Int8LinearCols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, 
   const int64_t unit = (w.bits == 4 ? 8 : 4) * int64_t{kN};
   const bool shape = w.bits == 4 ? K % kNibbleBlock == 0 && !a.qnib.empty() : K % unit == 0;
   if (pow2 && shape && a.block == G) {
-    const Call c{&a, &w, K / G, K * w.bits / 8};
+    const Call c{&a, &w, K / G, K * w.bits / 8,
+                 a.M == 1 && gemv_prefetch_locality() != 0 && gemv_prefetch_bytes() > 0};
     if (w.bits == 4 ? int8_cols<4>(c, n0, n1, y) : int8_cols<8>(c, n0, n1, y)) return;
   }
 #endif
