@@ -329,4 +329,14 @@ void allow_smem(int bytes) {
 template <int HD>
 bool launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override);
 
+// The launches of attention.cu's dispatcher, per head_dim (attention_kernels.cuh, instantiated in
+// attention_hd64.cu ... attention_hd512.cu), and what they share with it.
+extern int rows_override;  // testing::set_attention_rows_override
+extern int path_override;  // testing::set_attention_path_override
+// No variant of a launch fits the device's shared memory: an error naming head_dim and device.
+[[noreturn]] void refuse_smem(const char* launch_name, int hd, int bytes);
+// Attention of T rows at head_dim HD: the walk, or split (or the decode kernels) + merge.
+template <int HD>
+void run_attention(AttnArgs a, int64_t T);
+
 }  // namespace lockstep::kernels::cuda::attn
