@@ -111,8 +111,9 @@ struct AttentionPrep {
   const int32_t* slots = nullptr;  // [T] KV cache slots (kv_write)
 };
 
-// The largest MoE call (tokens) a backend with Backend::moe_on_device routes on the device; it
-// covers every recorded step (models/forward_common.h: kRecordedMaxTokens).
+// The largest MoE call (tokens) a backend with Backend::moe_on_device routes on the device; a
+// model with such layers records steps of at most this many tokens (models/moe_layer.h:
+// feed_forward_record_limit), since a larger call routes on the host.
 inline constexpr int64_t kMoeDeviceMaxTokens = 64;
 // Ints in Backend::moe_group's groups table for T tokens of k experts among E.
 inline int64_t moe_groups_size(int64_t T, int64_t k, int64_t E) {

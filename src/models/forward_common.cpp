@@ -70,20 +70,24 @@ void truncate_kv(KvPool& pool, SequenceState& seq, int64_t length) {
   pool.shrink(seq.kv_blocks, length);
 }
 
-std::string graph_key(std::string_view model, std::span<const ForwardItem> items) {
-  int64_t total = 0, max_keys = 0;
+std::string graph_key(std::string_view model, std::span<const ForwardItem> items, int64_t vocab,
+                      int64_t max_tokens) {
+  int64_t total = 0, max_keys = 0, logit_rows = 0;
   std::ostringstream key;
   key << model;
   for (const ForwardItem& it : items) {
     const int64_t n = static_cast<int64_t>(it.tokens.size());
     total += n;
     max_keys = std::max(max_keys, it.seq->length + n);
+    logit_rows += it.logits == ForwardItem::Logits::None ? 0
+                  : it.logits == ForwardItem::Logits::Last ? 1
+                                                           : n;
     key << '|' << n << (it.logits == ForwardItem::Logits::None   ? 'n'
                         : it.logits == ForwardItem::Logits::Last ? 'l'
                                                                  : 'a');
     if (it.keep_rollback) key << 'r';  // a hybrid verify block also copies its rollback data
   }
-  if (total > kRecordedMaxTokens) return "";
+  if (total > max_tokens || logit_rows * vocab * 4 > kRecordedMaxLogitBytes) return "";
   key << "|k" << (max_keys + kKeyBucket - 1) / kKeyBucket;
   return key.str();
 }

@@ -29,11 +29,17 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
 
 // The key of a forward that a backend may record and replay (Backend::begin_step): the items'
 // token counts, output modes and keep_rollback flags and the attention bound rounded up to
-// kKeyBucket positions; "" when the call is too large to be worth recording (prefill). Nothing
+// kKeyBucket positions; "" when the call is too large to be worth recording (prefill): more than
+// `max_tokens` tokens, or more logit rows than fit the step arena beside the activations. Nothing
 // that differs between sequences is in it: per-sequence addresses (KV blocks, recurrent state,
 // rollback buffers) reach the kernels through tables uploaded with the step.
-inline constexpr int64_t kRecordedMaxTokens = 32, kKeyBucket = 256;
-std::string graph_key(std::string_view model, std::span<const ForwardItem> items);
+// kRecordedMaxTokens covers batched decode of up to 256 sequences (and verify blocks of fewer):
+// replaying such a step saves the host hundreds of launches, about 2 ms of an 8B model's step.
+inline constexpr int64_t kRecordedMaxTokens = 256, kKeyBucket = 256;
+// Logit bytes a recorded step may hold (the CUDA step arena is 512 MiB).
+inline constexpr int64_t kRecordedMaxLogitBytes = int64_t{256} << 20;
+std::string graph_key(std::string_view model, std::span<const ForwardItem> items, int64_t vocab,
+                      int64_t max_tokens = kRecordedMaxTokens);
 
 // Brackets a forward with begin_step / end_step (end_step also when the forward throws).
 class RecordedStep {

@@ -1,5 +1,6 @@
 #include "models/moe_layer.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "core/error.h"
@@ -196,7 +197,10 @@ void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const f
   be.moe_combine(ranked.data(), weights, T, k, H, shared, shared_gate, out);
 }
 
-bool feed_forward_recordable(const FeedForward& ffn) { return !ffn.moe || ffn.moe->set.on_device; }
+int64_t feed_forward_record_limit(const FeedForward& ffn, int64_t dense_limit) {
+  if (!ffn.moe) return dense_limit;
+  return ffn.moe->set.on_device ? std::min(dense_limit, kernels::kMoeDeviceMaxTokens) : 0;
+}
 
 FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
                               const std::string& prefix, bool moe, kernels::Backend& be) {

@@ -85,8 +85,9 @@ FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
 void feed_forward(const FeedForward& ffn, const float* h, int64_t T, float* out,
                   kernels::Backend& be);
 
-// True when feed_forward of up to kernels::kMoeDeviceMaxTokens tokens reads nothing back to the
-// host (a dense MLP, or experts on the device): such a step may be recorded.
-bool feed_forward_recordable(const FeedForward& ffn);
+// The most tokens a step through this feed-forward may hold and still be recorded, i.e. read
+// nothing back to the host: `dense_limit` for a dense MLP, kernels::kMoeDeviceMaxTokens for experts
+// on the device (more tokens route on the host), 0 for experts routed on the host.
+int64_t feed_forward_record_limit(const FeedForward& ffn, int64_t dense_limit);
 
 }  // namespace lockstep

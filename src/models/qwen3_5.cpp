@@ -138,7 +138,8 @@ class HybridModel final : public Model {
     // changes.
     // MoE layers that route on the host read router logits back mid-forward, so such a step is
     // never recorded; layers whose experts run on the device (moe_layer.h) read nothing back.
-    const std::string key = recordable() ? graph_key("hybrid", items) : "";
+    const int64_t limit = record_limit();
+    const std::string key = limit > 0 ? graph_key("hybrid", items, c.vocab_size, limit) : "";
     RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
                                 !key.empty());
@@ -233,10 +234,11 @@ class HybridModel final : public Model {
   }
 
  private:
-  bool recordable() const {
-    for (const auto& L : layers_)
-      if (!feed_forward_recordable(L.mlp)) return false;
-    return true;
+  // The most tokens a recorded step may hold (0: none is recorded).
+  int64_t record_limit() const {
+    int64_t limit = kRecordedMaxTokens;
+    for (const auto& L : layers_) limit = std::min(limit, feed_forward_record_limit(L.mlp, limit));
+    return limit;
   }
   static HybridState& state_of(SequenceState& seq) {
     auto* st = dynamic_cast<HybridState*>(seq.recurrent.get());

@@ -20,7 +20,7 @@ namespace lockstep::kernels::cuda::test {
 // The tiled linear's forced tiles this device runs: 0 (the pick) and, where the wgmma kernel runs
 // (compute capability 9.0, not LOCKSTEP_CUDA_AS_CC), its tiles 4-7 (cuda_ops.h).
 inline std::vector<int> wgmma_tiles_here() {
-  if (device_caps().wgmma) return {0, 4, 5, 6, 7};
+  if (device_caps().wgmma) return {0, 4, 5, 6, 7, 8, 9};
   return {0};
 }
 

@@ -53,9 +53,12 @@ TEST_P(LinearTest, RowsBitwiseIndependentOfBatch) {
   for (int64_t m = 1; m <= 64; ++m) Ms.push_back({m, 0, 0});
   for (int64_t m : {65, 100, 129, 200, 513, 2048}) Ms.push_back({m, 0, 0});
   for (int64_t m : {65, 129, 513}) Ms.push_back({m, -1, 0});  // the mma.sync tiles' own pick
-  // 1-3 mma.sync tiles, 4-7 wgmma tiles (where the device runs it)
-  for (int tile = 1; tile <= (device_caps().wgmma ? 7 : 3); ++tile)
+  // 1-3 mma.sync tiles, 4-7 wgmma tiles, 8-9 its SPLIT tiles (where the device runs it)
+  for (int tile = 1; tile <= (device_caps().wgmma ? 9 : 3); ++tile)
     for (int64_t m : {65, 200, 300}) Ms.push_back({m + tile, tile, 0});
+  if (device_caps().wgmma)  // SPLIT tiles at batched-decode sizes, in place of the skinny kernel
+    for (int tile : {8, 9})
+      for (int64_t m : {17, 40, 64}) Ms.push_back({m, tile, 0});
   const int configs = testing::set_linear_skinny_override(0);
   for (int c = 1; c <= configs; ++c)
     for (int64_t m : {1, 2, 5, 8, 9, 12, 16}) Ms.push_back({m, 0, c});
@@ -142,7 +145,7 @@ TEST_F(CudaTest, LinearWgmmaMatchesMmaSyncOnModelShapes) {
     DeviceBuffer<float> dx(random_floats(P * K, static_cast<uint32_t>(K), -2.0f, 2.0f));
     const Weight wt = bf16_weight(dw, N, K);
     const float* bias = sh.bias ? db.get() : nullptr;
-    for (int64_t M : {65, 100, 129, 200, 513, 2048}) {
+    for (int64_t M : {24, 64, 65, 100, 129, 200, 513, 2048}) {
       if (N > 100000 && M != 129 && M != 2048) continue;  // lm_head: two sizes (host time)
       DeviceBuffer<float> ref(M * N), y(M * N);
       testing::set_linear_tile_override(-1);
@@ -199,7 +202,7 @@ TEST_F(CudaTest, LinearWgmmaMultiMatchesLinear) {
       wts.push_back(bf16_weight(dw.back(), set.Ns[i], K));
     }
     DeviceBuffer<float> dx(random_floats(P * K, 290, -2.0f, 2.0f));
-    for (int64_t M : {65, 129, 513, 2048}) {
+    for (int64_t M : {24, 64, 65, 129, 513, 2048}) {
       std::vector<std::vector<float>> refs;
       testing::set_linear_tile_override(-1);
       for (size_t i = 0; i < wts.size(); ++i) {

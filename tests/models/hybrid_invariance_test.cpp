@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
+#include <span>
+#include <vector>
 
 #include "core/error.h"
 #include "model_test_util.h"
@@ -213,9 +216,30 @@ TEST(GraphKey, MarksItemsThatKeepRollbackData) {
   const std::vector<int32_t> t = {1, 2};
   const ForwardItem plain{&a, t, ForwardItem::Logits::All},
       verify{&a, t, ForwardItem::Logits::All, true}, other{&b, t, ForwardItem::Logits::All, true};
-  EXPECT_EQ(graph_key("hybrid", {&plain, 1}), "hybrid|2a|k1");
-  EXPECT_EQ(graph_key("hybrid", {&verify, 1}), "hybrid|2ar|k1");
-  EXPECT_EQ(graph_key("hybrid", {&other, 1}), "hybrid|2ar|k1");
+  EXPECT_EQ(graph_key("hybrid", {&plain, 1}, 64), "hybrid|2a|k1");
+  EXPECT_EQ(graph_key("hybrid", {&verify, 1}, 64), "hybrid|2ar|k1");
+  EXPECT_EQ(graph_key("hybrid", {&other, 1}, 64), "hybrid|2ar|k1");
+}
+
+// Batched decode of up to kRecordedMaxTokens one-token items is recorded; one more token, a
+// caller's lower limit (MoE routed on the device) or more logits than the step arena holds is not.
+TEST(GraphKey, LimitsWhatIsRecorded) {
+  std::vector<std::unique_ptr<SequenceState>> seqs;
+  const std::vector<int32_t> one = {7};
+  std::vector<ForwardItem> items;
+  for (int64_t i = 0; i <= kRecordedMaxTokens; ++i) {
+    seqs.push_back(std::make_unique<SequenceState>(nullptr));
+    seqs.back()->length = 40;
+    items.push_back({seqs.back().get(), one, ForwardItem::Logits::Last});
+  }
+  const std::span<const ForwardItem> all(items), most = all.first(kRecordedMaxTokens);
+  EXPECT_NE(graph_key("dense", most, 151936), "");
+  EXPECT_EQ(graph_key("dense", all, 151936), "");
+  EXPECT_EQ(graph_key("dense", most, 151936, 64), "");
+  EXPECT_NE(graph_key("dense", most.first(64), 151936, 64), "");
+  const int64_t vocab_over = kRecordedMaxLogitBytes / 4 / kRecordedMaxTokens + 1;
+  EXPECT_EQ(graph_key("dense", most, vocab_over), "");
+  EXPECT_NE(graph_key("dense", most.first(kRecordedMaxTokens / 2), vocab_over), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, HybridInvariance,

@@ -5,6 +5,7 @@
 // plainly enqueued calls (includes the host's launch cost, about 3 us a kernel on that machine).
 //   cuda_bench            all benchmarks
 //   cuda_bench linear-sweep   every M <= 16 linear config per decode shape (not in "all")
+//   cuda_bench linear-batch   the decode-step linears at batched M (16..256), every kernel choice
 //   cuda_bench linear-prefill the M > 64 kernels (mma.sync, wgmma tiles, cuBLAS) at M 512, 2048
 //   cuda_bench attention-prefill  causal prefill attention (the walk)
 //   cuda_bench linear-quant   quantized (8/4-bit, group 64) decode linears under every M <= 16
@@ -337,6 +338,102 @@ void bench_linear_sweep() {
                 step_rule[mi] * 1e6);
 }
 
+// linear-batch: the Qwen3-8B decode-step linears (q/k/v and gate/up as one linear_multi launch) at
+// batched-decode sizes M = 16..256, each kernel choice forced in turn (the same bits, tests prove
+// it): "skinny" (M <= 64), the unsplit wgmma tiles 6 (128 tokens) and 7 (192), the SPLIT wgmma
+// tiles 8 (64 tokens, one piece each) and 9 (128), and the rule. Device time of a replayed graph,
+// weights rotated through the 1.5 GiB pool; per M, the step's linears summed (36 layers + lm_head).
+void bench_linear_batch() {
+  struct Shape {
+    const char* name;
+    int64_t K;
+    std::vector<int64_t> Ns;
+    int per_step;
+  };
+  const std::vector<Shape> shapes = {{"8B q/k/v", 4096, {4096, 1024, 1024}, 36},
+                                     {"8B o_proj", 4096, {4096}, 36},
+                                     {"8B gate/up", 4096, {12288, 12288}, 36},
+                                     {"8B down", 12288, {4096}, 36},
+                                     {"8B lm_head", 4096, {151936}, 1}};
+  const SweepBuffers buf;
+  const int64_t kMaxM = 256;
+  std::vector<float> hx(kMaxM * 12288);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(0.0007 * static_cast<double>(i));
+  float* x = static_cast<float*>(kc::malloc_device(hx.size() * 4));
+  kc::upload(x, hx.data(), hx.size() * 4);
+  float* y = static_cast<float*>(kc::malloc_device(kMaxM * 151936 * 4));
+  struct Variant {
+    const char* name;
+    int tile;  // set_linear_tile_override: 1 = skinny at M <= 64 (mma.sync tile above), 6..9 wgmma
+  };
+  const Variant variants[] = {{"rule", 0}, {"skinny", 1}, {"wg128", 6}, {"wg192", 7},
+                              {"split64", 8}, {"split128", 9}};
+  std::printf("\n== linear-batch: 8B decode linears at batched M, GB/s of weights (us per step) ==\n");
+  std::printf("%-11s %-5s", "shape", "M");
+  for (const Variant& v : variants) std::printf(" %14s", v.name);
+  std::printf("\n");
+  const int64_t Ms[] = {16, 32, 48, 64, 96, 128, 192, 256};
+  std::vector<double> step(std::size(Ms) * std::size(variants), 0.0);
+  for (const Shape& sh : shapes) {
+    size_t span = 0;
+    for (int64_t N : sh.Ns) span += static_cast<size_t>(N * sh.K * 2);
+    const size_t span_al = (span + 255) / 256 * 256;
+    const int iters = static_cast<int>(std::min<size_t>(100, std::max<size_t>(4, (size_t{2} << 30) / span)));
+    for (size_t mi = 0; mi < std::size(Ms); ++mi) {
+      const int64_t M = Ms[mi];
+      auto call = [&](int i) {
+        const size_t room = SweepBuffers::kPoolBytes - span_al;
+        const size_t off = room == 0 ? 0 : (static_cast<size_t>(i) * span_al) % room / 256 * 256;
+        const auto* base = reinterpret_cast<const uint8_t*>(buf.pool) + off;
+        Weight ws[4];
+        LinearOut outs[4];
+        float* yp = y;
+        for (size_t j = 0; j < sh.Ns.size(); ++j) {
+          ws[j].dtype = DType::BF16;
+          ws[j].rows = sh.Ns[j];
+          ws[j].cols = sh.K;
+          ws[j].data = base;
+          base += sh.Ns[j] * sh.K * 2;
+          outs[j] = {&ws[j], nullptr, yp};
+          yp += M * sh.Ns[j];
+        }
+        if (sh.Ns.size() == 1) kc::linear(x, M, ws[0], nullptr, y);
+        else kc::linear_multi(x, M, outs, static_cast<int64_t>(sh.Ns.size()));
+      };
+      std::printf("%-11s %-5lld", sh.name, static_cast<long long>(M));
+      for (size_t vi = 0; vi < std::size(variants); ++vi) {
+        const int tile = variants[vi].tile;
+        if ((tile == 1 && M > 64) || ((tile == 6 || tile == 7) && M <= 64)) {
+          std::printf(" %14s", "-");
+          continue;
+        }
+        kc::testing::set_linear_tile_override(tile);
+        call(0);
+        kc::synchronize();
+        const double t = graph_time(call, iters);
+        step[mi * std::size(variants) + vi] += sh.per_step * t;
+        std::printf(" %6.0f %7.1f", span / t / 1e9, t * 1e6);
+      }
+      kc::testing::set_linear_tile_override(0);
+      std::printf("\n");
+    }
+  }
+  std::printf("8B decode step, all linears (ms): M");
+  for (const Variant& v : variants) std::printf(" %9s", v.name);
+  std::printf("\n");
+  for (size_t mi = 0; mi < std::size(Ms); ++mi) {
+    std::printf("  M=%-4lld", static_cast<long long>(Ms[mi]));
+    for (size_t vi = 0; vi < std::size(variants); ++vi) {
+      const double t = step[mi * std::size(variants) + vi];
+      if (t > 0) std::printf(" %9.3f", t * 1e3);
+      else std::printf(" %9s", "-");
+    }
+    std::printf("\n");
+  }
+  kc::free_device(x);
+  kc::free_device(y);
+}
+
 // linear-quant: the Qwen3-8B decode linears (one weight a launch, as the quantized path runs
 // them) with BF16 weights (the rule's config) and with 8-bit and 4-bit affine weights (group 64,
 // BF16 scale/bias pairs) under every M <= 16 quantized config
@@ -651,6 +748,7 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "linear") bench_linear();
   if (only == "linear-sweep") bench_linear_sweep();
   if (only == "linear-prefill") bench_linear_prefill();
+  if (only == "linear-batch") bench_linear_batch();
   if (only == "linear-quant") bench_linear_quant(argc > 2 ? std::atoi(argv[2]) : 0);
   if (only.empty() || only == "attention") bench_attention();
   if (only == "attention-prefill") bench_attention_prefill();

@@ -122,5 +122,13 @@ void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S);
 bool wgmma_available();
 bool wgmma_fits(const Group& g, const uint16_t* x, int K);
 void launch_wgmma(const Group& g, const uint16_t* x, int M, int K, int S, int tile);
+// The tile launch_wgmma picks for M tokens (4..9, see there).
+int pick_wgmma_tile(const Group& g, int M, int S);
+// 16 < M <= 64 (batched decode, verify blocks): whether the wgmma kernel (SPLIT tiles where the
+// weight has pieces) runs instead of the skinny kernel: a forced tile 8 / 9,
+// LOCKSTEP_CUDA_BATCH_LINEAR, else the measured rule. The bits are the same either way.
+bool wgmma_for_batch(const Group& g, const uint16_t* x, int M, int K, int S);
+// The launch for that case (linear_tiled.cu: the forced tile, else the pick).
+void launch_wgmma_batch(const Group& g, const uint16_t* x, int M, int K, int S);
 
 }  // namespace lockstep::kernels::cuda::lin

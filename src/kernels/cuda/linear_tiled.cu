@@ -5,6 +5,9 @@
 // testing::set_linear_tile_override(-1 or 1..3).
 #include "kernels/cuda/linear_internal.cuh"
 
+#include <cstdlib>
+#include <string>
+
 namespace lockstep::kernels::cuda {
 namespace lin {
 namespace {
@@ -223,6 +226,36 @@ void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S) {
     launch_tiled_cfg<TileMid, 128, 128, 64, 32, 4, 1>(g, x, M, K, Ks, S);
   else
     launch_tiled_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(g, x, M, K, Ks, S);
+}
+
+bool wgmma_for_batch(const Group& g, const uint16_t* x, int M, int K, int S) {
+  // LOCKSTEP_CUDA_BATCH_LINEAR=skinny|wgmma picks the kernel for 16 < M <= 64 (same bits).
+  static const int env = [] {
+    const char* e = std::getenv("LOCKSTEP_CUDA_BATCH_LINEAR");
+    if (!e || !*e) return 0;
+    if (std::string(e) == "skinny") return 1;
+    if (std::string(e) == "wgmma") return 2;
+    fail("LOCKSTEP_CUDA_BATCH_LINEAR: expected skinny or wgmma, got \"", e, "\"");
+  }();
+  if (tile_override != 0 && tile_override < 8) return false;
+  const bool can = wgmma_available() && wgmma_fits(g, x, K);
+  if (tile_override >= 8) {
+    if (!can) fail("CUDA linear: the wgmma kernel was forced but cannot run here");
+    return true;
+  }
+  if (!can || env == 1) return false;
+  if (env == 2) return true;
+  // The rule (H200, cuda_bench linear-batch on Qwen3-8B's decode linears): above 32 tokens the
+  // wgmma kernel (64-token SPLIT tiles, or unsplit for a weight without pieces: the lm_head) beat
+  // the skinny kernel's 64-token variant by 13-35% on every shape; at 17-32 tokens only where the
+  // SPLIT grid is one wave (o_proj, down: 4-26%), while the 32-token skinny variant won on the
+  // wide weights (q/k/v, gate/up, lm_head by 14-33%).
+  if (M > 32) return true;
+  return S > 1 && static_cast<int64_t>(g.blocks(128)) * S <= sm_count();
+}
+
+void launch_wgmma_batch(const Group& g, const uint16_t* x, int M, int K, int S) {
+  launch_wgmma(g, x, M, K, S, tile_override >= 8 ? tile_override : 0);
 }
 
 }  // namespace lin

@@ -37,6 +37,7 @@ namespace {
 constexpr int kWK = 64;          // k per stage: one 128-byte swizzle row of bf16
 constexpr int kWRows = 128;      // weight rows per block (2 consumer warpgroups x 64)
 constexpr int kGroupRows = 8;    // row blocks per raster group (L2 reuse)
+constexpr int kSplitSlot = 2;    // detail::scratch slot of the SPLIT pieces' sums
 
 template <int BM, int STAGES>
 struct WgCfg {
@@ -53,6 +54,14 @@ struct WgCfg {
 struct Maps {
   CUtensorMap w[kMaxOuts];
   CUtensorMap x;
+};
+
+// Where a SPLIT launch leaves its pieces' sums: part[p][m][c], c = col[wi] + n over the launch's
+// weights side by side (ntot columns in all).
+struct SplitOut {
+  float* part;
+  int col[kMaxOuts];
+  int ntot;
 };
 
 // Tile `id` of the launch (raster: groups of kGroupRows row blocks, of all weights in table order,
@@ -80,10 +89,18 @@ __device__ __forceinline__ TileAt tile_at(const Outs& outs, int id, int row_bloc
 // PERSIST: one block per multiprocessor walks tiles blockIdx.x, + gridDim.x, ...; the stage ring
 // and its barrier phases run on across tiles, so the producer loads the next tile while the
 // consumers finish this one. Otherwise one tile per block.
-template <int BM, int STAGES, bool MULTI, bool PERSIST>
+//
+// SPLIT (batched decode, few row blocks): a tile is (row block, token block, piece) and walks one
+// piece; its FP32 sum goes to the piece's slice of `split.part` (no bias), and merge_pieces adds
+// the slices in piece order and the bias: the same ((a0 + a1) + a2) + a3 (+ bias), each piece
+// summed from +0 over its own k-steps, so the bits equal the unsplit kernel's. It exists because a
+// 4096-row weight has only 32 row blocks of 128: unsplit, a decode batch of up to 128 tokens keeps
+// 32 of 132 multiprocessors busy; split, S times as many.
+template <int BM, int STAGES, bool MULTI, bool PERSIST, bool SPLIT>
 __global__ void __launch_bounds__(384, 1)
-    linear_wgmma(const __grid_constant__ Outs outs, const __grid_constant__ Maps maps, int M, int K,
-                 int Ks, int S, int row_blocks, int tok_blocks) {
+    linear_wgmma(const __grid_constant__ Outs outs, const __grid_constant__ Maps maps,
+                 const __grid_constant__ SplitOut split, int M, int K, int Ks, int S,
+                 int row_blocks, int tok_blocks) {
   using C = WgCfg<BM, STAGES>;
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
@@ -92,10 +109,11 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t base = raw + ((1024 - (raw & 1023)) & 1023);  // the swizzle needs 1024-B atoms
   const uint32_t full0 = base + C::kBarOff, empty0 = full0 + STAGES * 8;
   const int tid = threadIdx.x, wg = tid >> 7;
-  const int tiles = PERSIST ? row_blocks * tok_blocks : static_cast<int>(blockIdx.x) + 1;
+  const int SP = SPLIT ? S : 1;  // tiles per (row block, token block)
+  const int tiles = PERSIST ? row_blocks * tok_blocks * SP : static_cast<int>(blockIdx.x) + 1;
   const int tile_step = PERSIST ? static_cast<int>(gridDim.x) : 1;
   const int nkp = (Ks + kWK - 1) / kWK;  // stages per piece
-  const int nk = S * nkp;                // stages per tile
+  const int nk = SPLIT ? nkp : S * nkp;  // stages per tile
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -113,13 +131,13 @@ __global__ void __launch_bounds__(384, 1)
       tma_prefetch_desc(&maps.x);
       int q = 0;
       for (int id = blockIdx.x; id < tiles; id += tile_step) {
-        const TileAt tl = tile_at<BM, MULTI>(outs, id, row_blocks, tok_blocks);
+        const TileAt tl = tile_at<BM, MULTI>(outs, SPLIT ? id / S : id, row_blocks, tok_blocks);
         const CUtensorMap* wmap = &maps.w[tl.wi];
         for (int kc = 0; kc < nk; ++kc, ++q) {
           const int s = q % STAGES, round = q / STAGES;
           if (round > 0) mbar_wait(empty0 + 8 * s, (round - 1) & 1);
-          const int p = kc / nkp;
-          const int k0 = p * Ks + (kc - p * nkp) * kWK;
+          const int p = SPLIT ? id % S : kc / nkp;
+          const int k0 = p * Ks + (SPLIT ? kc : kc - p * nkp) * kWK;
           const uint32_t sa = base + s * C::kStageBytes;
           mbar_arrive_tx(full0 + 8 * s, C::kStageBytes);
           tma_load_2d(sa, wmap, full0 + 8 * s, k0, tl.n0);
@@ -141,7 +159,8 @@ __global__ void __launch_bounds__(384, 1)
 
   int q = 0;
   for (int id = blockIdx.x; id < tiles; id += tile_step) {
-    int p = 0, cc = 0, prev = -1;  // piece, stage within it; stage whose wgmmas may still run
+    const int p_first = SPLIT ? id % S : 0;  // the tile's (first) piece
+    int p = p_first, cc = 0, prev = -1;  // piece, stage within it; stage whose wgmmas may still run
     for (int kc = 0; kc < nk; ++kc, ++q) {
       const int s = q % STAGES;
       mbar_wait(full0 + 8 * s, (q / STAGES) & 1);
@@ -169,7 +188,7 @@ __global__ void __launch_bounds__(384, 1)
           mbar_arrive(empty0 + 8 * s);
         }
         prev = -1;
-        if (p == 0) {
+        if (p == p_first) {
 #pragma unroll
           for (int i = 0; i < R; ++i) sum[i] = acc[i];
         } else {
@@ -191,11 +210,22 @@ __global__ void __launch_bounds__(384, 1)
     // y = sum (+ bias). Register r: weight row 16 wq + g + 8 ((r / 2) % 2) of the warpgroup's
     // 64, token 8 (r / 4) + 2 t + r % 2 of the block's BM. (Every stage is released by now: a
     // tile ends with a piece's end.)
-    const TileAt tl = tile_at<BM, MULTI>(outs, id, row_blocks, tok_blocks);
-    const float* __restrict__ bias = outs.bias[tl.wi];
-    float* __restrict__ y = outs.y[tl.wi];
+    const TileAt tl = tile_at<BM, MULTI>(outs, SPLIT ? id / S : id, row_blocks, tok_blocks);
     const int N = outs.N[tl.wi];
     const int nb = tl.n0 + c * 64 + wq * 16 + g, mb = tl.m0 + 2 * t;
+    if constexpr (SPLIT) {
+      // The piece's slice: part[p][m][col[wi] + n], no bias (merge_pieces adds it last).
+      float* __restrict__ part =
+          split.part + static_cast<int64_t>(p_first) * M * split.ntot + split.col[tl.wi];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int n = nb + 8 * ((r / 2) % 2), m = mb + 8 * (r / 4) + r % 2;
+        if (n < N && m < M) part[static_cast<int64_t>(m) * split.ntot + n] = sum[r];
+      }
+      continue;
+    }
+    const float* __restrict__ bias = outs.bias[tl.wi];
+    float* __restrict__ y = outs.y[tl.wi];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int n = nb + 8 * ((r / 2) % 2), m = mb + 8 * (r / 4) + r % 2;
@@ -206,6 +236,27 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
   }
+}
+
+// y[m][n] = ((part[0] + part[1]) + part[2]) + part[3] (+ bias[n]), one __fadd_rn each, in piece
+// order: what the unsplit kernel computes in registers.
+__global__ void merge_pieces(const __grid_constant__ Outs outs, const __grid_constant__ SplitOut split,
+                             int M, int S) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t plane = static_cast<int64_t>(M) * split.ntot;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= plane) return;
+  const int m = static_cast<int>(i / split.ntot), c = static_cast<int>(i % split.ntot);
+  int wi = 0;
+#pragma unroll
+  for (int j = 1; j < kMaxOuts; ++j)
+    if (j < outs.n && c >= split.col[j]) wi = j;
+  const int n = c - split.col[wi];
+  float v = split.part[i];
+  for (int p = 1; p < S; ++p) v = __fadd_rn(v, split.part[p * plane + i]);
+  if (outs.bias[wi]) v = __fadd_rn(v, outs.bias[wi][n]);
+  outs.y[wi][static_cast<int64_t>(m) * outs.N[wi] + n] = v;
 }
 
 // --- host: tensor maps ----------------------------------------------------------------------------
@@ -244,27 +295,41 @@ CUtensorMap make_map(const void* ptr, int64_t rows, int64_t K, int box_rows) {
   return m;
 }
 
-template <int BM, int STAGES, bool MULTI, bool PERSIST>
+template <int BM, int STAGES, bool MULTI, bool PERSIST, bool SPLIT>
 void launch_wg3(const Group& g, const uint16_t* x, int M, int K, int S) {
   using C = WgCfg<BM, STAGES>;
-  constexpr auto kernel = linear_wgmma<BM, STAGES, MULTI, PERSIST>;
+  constexpr auto kernel = linear_wgmma<BM, STAGES, MULTI, PERSIST, SPLIT>;
   allow_smem<kernel>(C::kSmem);
+  SplitOut split;
+  std::memset(&split, 0, sizeof split);
+  if (SPLIT) {
+    for (int i = 0, c = 0; i < g.o.n; c += g.o.N[i], ++i) split.col[i] = c;
+    split.ntot = g.total_n;
+    split.part = static_cast<float*>(
+        scratch(kSplitSlot, static_cast<size_t>(S) * M * g.total_n * sizeof(float)));
+  }
   Maps maps;
   std::memset(&maps, 0, sizeof maps);
   for (int i = 0; i < g.o.n; ++i) maps.w[i] = make_map(g.o.w[i], g.o.N[i], K, kWRows);
   maps.x = make_map(x, M, K, BM);
   const int row_blocks = g.blocks(kWRows), tok_blocks = (M + BM - 1) / BM;
-  const int tiles = row_blocks * tok_blocks;
+  const int tiles = row_blocks * tok_blocks * (SPLIT ? S : 1);
   const int grid = PERSIST ? std::min(tiles, sm_count()) : tiles;
   const int Ks = split_len(K, S);
-  launch("linear (wgmma kernel)", kernel, dim3(grid), C::kThreads, C::kSmem, g.table(kWRows), maps, M,
+  const Outs table = g.table(kWRows);
+  launch("linear (wgmma kernel)", kernel, dim3(grid), C::kThreads, C::kSmem, table, maps, split, M,
          K, Ks, S, row_blocks, tok_blocks);
+  if (SPLIT) {
+    const int64_t plane = static_cast<int64_t>(M) * g.total_n;
+    launch("linear (merge pieces)", merge_pieces, dim3(static_cast<unsigned>((plane + 255) / 256)),
+           256, 0, table, split, M, S);
+  }
 }
 
-template <int BM, int STAGES, bool PERSIST>
+template <int BM, int STAGES, bool PERSIST, bool SPLIT = false>
 void launch_wg(const Group& g, const uint16_t* x, int M, int K, int S) {
-  if (g.o.n > 1) launch_wg3<BM, STAGES, true, PERSIST>(g, x, M, K, S);
-  else launch_wg3<BM, STAGES, false, PERSIST>(g, x, M, K, S);
+  if (g.o.n > 1) launch_wg3<BM, STAGES, true, PERSIST, SPLIT>(g, x, M, K, S);
+  else launch_wg3<BM, STAGES, false, PERSIST, SPLIT>(g, x, M, K, S);
 }
 
 }  // namespace
@@ -286,32 +351,43 @@ bool wgmma_fits(const Group& g, const uint16_t* x, int K) {
 }
 
 // tile: 0 = pick; 4 / 5 = 128 x 128 / 128 x 192 tokens, one tile per block; 6 / 7 the same tiles
-// on a persistent grid. The pick: persistent (H200, linear-prefill: 0-12% faster than one tile per
-// block on 12 of 14 shapes, within noise on the rest), and the tile with the fewer waves x tokens
-// per tile, a 192-token tile counting as 1.15 of a 128-token one's rate (192 is 5-20% faster per
-// tile on large shapes, slower where it leaves the machine under one wave); that rule picked the
-// faster persistent tile on all 14 measured shapes. Free choices all: the bits do not depend on
-// them (tests force each).
+// on a persistent grid; 8 / 9 = SPLIT tiles of 64 / 128 tokens (one piece each), persistent. The
+// pick: persistent (H200, linear-prefill: 0-12% faster than one tile per block on 12 of 14 shapes,
+// within noise on the rest), and the tile with the fewer waves x tokens per tile, a 192-token tile
+// counting as 1.15 of a 128-token one's rate (192 is 5-20% faster per tile on large shapes, slower
+// where it leaves the machine under one wave); that rule picked the faster persistent tile on all
+// 14 measured shapes. Where the unsplit tiles would leave most multiprocessors idle (batched
+// decode on a weight of few row blocks) and the weight has pieces, SPLIT tiles. Free choices all:
+// the bits do not depend on them (tests force each).
 void launch_wgmma(const Group& g, const uint16_t* x, int M, int K, int S, int tile) {
-  // LOCKSTEP_CUDA_WGMMA_TILE=4..7 forces a tile for whole-engine benchmarks (same bits).
+  // LOCKSTEP_CUDA_WGMMA_TILE=4..9 forces a tile for whole-engine benchmarks (same bits).
   static const int env_tile = [] {
     const char* e = std::getenv("LOCKSTEP_CUDA_WGMMA_TILE");
     const int v = e ? std::atoi(e) : 0;
-    return v >= 4 && v <= 7 ? v : 0;
+    return v >= 4 && v <= 9 ? v : 0;
   }();
   if (tile == 0) tile = env_tile;
-  if (tile == 0) {
-    const int64_t sms = sm_count(), rows = g.blocks(kWRows);
-    auto cost = [&](int bm, double rate) {
-      const int64_t blocks = rows * ((M + bm - 1) / bm);
-      return static_cast<double>((blocks + sms - 1) / sms) * bm / rate;
-    };
-    tile = cost(192, 1.15) < cost(128, 1.0) ? 7 : 6;
-  }
+  if ((tile == 8 || tile == 9) && S == 1) tile = 0;  // one piece: nothing to split
+  if (tile == 0) tile = pick_wgmma_tile(g, M, S);
   if (tile == 5) launch_wg<192, 5, false>(g, x, M, K, S);
   else if (tile == 6) launch_wg<128, 6, true>(g, x, M, K, S);
   else if (tile == 7) launch_wg<192, 5, true>(g, x, M, K, S);
+  else if (tile == 8) launch_wg<64, 8, true, true>(g, x, M, K, S);
+  else if (tile == 9) launch_wg<128, 6, true, true>(g, x, M, K, S);
   else launch_wg<128, 6, false>(g, x, M, K, S);
+}
+
+int pick_wgmma_tile(const Group& g, int M, int S) {
+  // H200, cuda_bench linear-batch (Qwen3-8B decode linears, M = 16..256): where the unsplit grid
+  // fills at most half the multiprocessors and the weight has pieces, SPLIT tiles of 128 tokens
+  // beat the unsplit ones by 6-25% (q/k/v, o_proj and down at M = 96..256; the 64-token tiles were
+  // slower there on all but one shape, within 3%); below 64 tokens the 64-token tile.
+  const int64_t sms = sm_count(), rows = g.blocks(kWRows);
+  if (S > 1 && M <= 64) return 8;
+  if (S > 1 && rows * ((M + 127) / 128) * 2 <= sms) return 9;
+  auto waves = [&](int bm) { return (rows * ((M + bm - 1) / bm) + sms - 1) / sms; };
+  auto cost = [&](int bm, double rate) { return static_cast<double>(waves(bm)) * bm / rate; };
+  return cost(192, 1.15) < cost(128, 1.0) ? 7 : 6;
 }
 
 }  // namespace lockstep::kernels::cuda::lin
