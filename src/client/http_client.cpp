@@ -12,6 +12,21 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 
+namespace {
+
+// Runs one asynchronous operation to its end on `io` and returns its error: the tcp_stream's
+// timeouts apply to asynchronous operations only, so this blocking client is built from them.
+template <class Start>
+beast::error_code await(net::io_context& io, Start start) {
+  beast::error_code result;
+  start([&result](beast::error_code ec, auto&&...) { result = ec; });
+  io.restart();
+  io.run();
+  return result;
+}
+
+}  // namespace
+
 Url parse_url(const std::string& text, const std::string& flag) {
   const std::string scheme = "http://";
   if (text.rfind("https://", 0) == 0)
@@ -54,7 +69,7 @@ void HttpConnection::connect() {
   const auto endpoints = resolver.resolve(url_.host, url_.port, ec);
   if (ec) throw ConnectionError("cannot resolve the host of " + url_.text + ": " + ec.message());
   stream_.expires_after(timeout_);
-  stream_.connect(endpoints, ec);
+  ec = await(io_, [&](auto handler) { stream_.async_connect(endpoints, handler); });
   if (ec)
     throw ConnectionError("cannot connect to " + url_.text + ": " + ec.message() +
                           " (is the server running and listening there?)");
@@ -112,16 +127,21 @@ int HttpConnection::exchange_once(const std::string& method, const std::string& 
   }
   req.keep_alive(true);
   req.prepare_payload();
-  beast::error_code ec;
+  auto failed = [&](const char* doing, beast::error_code ec) {
+    const std::string why = ec == beast::error::timeout
+                                ? "nothing for " + std::to_string(timeout_.count()) + " s (--timeout)"
+                                : ec.message();
+    return ConnectionError(method + " " + url_.text + path + ": " + doing + ": " + why);
+  };
   stream_.expires_after(timeout_);
-  http::write(stream_, req, ec);
-  if (ec) throw ConnectionError(method + " " + url_.text + path + ": sending the request: " + ec.message());
+  beast::error_code ec = await(io_, [&](auto handler) { http::async_write(stream_, req, handler); });
+  if (ec) throw failed("sending the request", ec);
 
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);
   stream_.expires_after(timeout_);
-  http::read_header(stream_, buffer_, parser, ec);
-  if (ec) throw ConnectionError(method + " " + url_.text + path + ": reading the reply: " + ec.message());
+  ec = await(io_, [&](auto handler) { http::async_read_header(stream_, buffer_, parser, handler); });
+  if (ec) throw failed("reading the reply", ec);
   nothing_read = false;
   const int status = static_cast<int>(parser.get().result_int());
   char piece[16384];
@@ -129,9 +149,10 @@ int HttpConnection::exchange_once(const std::string& method, const std::string& 
     parser.get().body().data = piece;
     parser.get().body().size = sizeof piece;
     stream_.expires_after(timeout_);
-    http::read_some(stream_, buffer_, parser, ec);  // returns with whatever arrived
+    // Returns with whatever arrived, so the caller sees each piece when it comes.
+    ec = await(io_, [&](auto handler) { http::async_read_some(stream_, buffer_, parser, handler); });
     if (ec == http::error::need_buffer) ec = {};
-    if (ec) throw ConnectionError(method + " " + url_.text + path + ": reading the reply body: " + ec.message());
+    if (ec) throw failed("reading the reply body", ec);
     const size_t n = sizeof piece - parser.get().body().size;
     if (n > 0) on_data(std::string_view(piece, n));
   }

@@ -18,7 +18,14 @@ namespace lockstep {
 class RequestQueue;
 struct ForwardItem;
 
-enum class StepPhase { Admit, Build, Forward, Consume, Retire };
+enum class StepPhase {
+  Admit,    // taking requests from the queue, admitting them (drafter, prefix-cache lookup, decoder)
+  Build,    // each sequence's next item (SequenceDecoder::next_item: drafting happens here)
+  Forward,  // Model::forward over the step's items, token choice on the device included
+  Consume,  // SequenceDecoder::consume (host sampling, acceptance, stop strings, events) and the
+            // prefix-cache snapshots of prompts that just finished prefilling
+  Retire,   // finished and cancelled sequences: finish events, KV back to the pool or the cache
+};
 inline constexpr size_t kStepPhases = 5;
 
 // The name /metrics gives a phase (the `phase` label).

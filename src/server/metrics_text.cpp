@@ -15,7 +15,7 @@ void metric(std::ostringstream& out, const char* name, const char* type, const c
 // The engine loop's profile (scheduler/step_profile.h): seconds per phase over its steps.
 void step_metrics(std::ostringstream& out, const EngineMetrics& m) {
   out << "# HELP lockstep_step_seconds_total Engine wall time by phase of its steps: admit (taking and "
-         "admitting requests), build (each sequence's next item), forward (model forward with token "
+         "admitting requests), build (each sequence's next item, drafting included), forward (model forward with token "
          "choice), consume (sequences consume their rows: sampling, detokenizing, stop strings, events; "
          "and prefix-cache snapshots), retire (finished sequences).\n"
          "# TYPE lockstep_step_seconds_total counter\n";
