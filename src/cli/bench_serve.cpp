@@ -4,6 +4,8 @@
 // and latency percentiles per level plus lockstep's per-step engine breakdown from /metrics, and
 // then checks that requests rerun alone give the text they gave under load. The work is in
 // src/client/; this file is the flags and the printing.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -36,6 +38,23 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+// Each client holds a socket and its io_context's descriptors (about 3 in all, measured): 256
+// clients pass the common default of 1024 open files. Raise the soft limit to the hard one, and
+// refuse a sweep that still cannot fit rather than fail its requests one by one.
+void make_room_for_clients(int clients) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+    getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  const rlim_t needed = static_cast<rlim_t>(clients) * 4 + 64;
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < needed)
+    fail("--concurrency ", clients, " needs about ", needed, " open files; the limit is ", lim.rlim_cur,
+         " (raise it with ulimit -n)");
+}
+
 // Fills in what the server knows (model name, vocabulary, context) and checks the flags against it.
 client::ServerInfo resolve_against_server(BenchServeFlags& f) {
   client::ServeBenchOptions& o = f.options;
@@ -56,6 +75,7 @@ int run_bench_serve(BenchServeFlags& f) {
   o.url = client::parse_url(f.url, "--url");
   o.timeout = std::chrono::seconds(f.timeout);
   o.concurrency = f.concurrency;
+  make_room_for_clients(*std::max_element(o.concurrency.begin(), o.concurrency.end()));
   client::ServeBenchRun run;
   run.server = resolve_against_server(f);
   progress("server " + o.url.text + ", model \"" + o.model + "\", vocabulary " + std::to_string(o.vocab_size) +
