@@ -38,8 +38,8 @@ std::string seconds_text(double s) {
   return buf;
 }
 
-// Each client holds a socket and its io_context's descriptors (about 3 in all, measured): 256
-// clients pass the common default of 1024 open files. Raise the soft limit to the hard one, and
+// Each client holds a socket and its io_context's descriptors (about 3 in all, measured), so 256
+// clients would exceed the common default of 1024 open files. Raise the soft limit to the hard one, and
 // refuse a sweep that still cannot fit rather than fail its requests one by one.
 void make_room_for_clients(int clients) {
   rlimit lim{};
@@ -75,6 +75,7 @@ int run_bench_serve(BenchServeFlags& f) {
   o.url = client::parse_url(f.url, "--url");
   o.timeout = std::chrono::seconds(f.timeout);
   o.concurrency = f.concurrency;
+  if (o.concurrency.empty()) fail("--concurrency: no levels given (e.g. 1,8,64)");
   make_room_for_clients(*std::max_element(o.concurrency.begin(), o.concurrency.end()));
   client::ServeBenchRun run;
   run.server = resolve_against_server(f);

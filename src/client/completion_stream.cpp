@@ -89,14 +89,14 @@ RequestRecord run_completion(HttpConnection& connection, const std::string& path
   const std::string body = completion_body(r);
   StreamTally tally;
   SseReader sse;
-  std::string error_body;
+  std::string body_start;
   int status = 0;
   const Clock::time_point t0 = Clock::now();
   try {
     status = connection.post(path, body, [&](std::string_view piece) {
       const double t = std::chrono::duration<double>(Clock::now() - t0).count();
       // The status comes back with the end of the body: keep the start for an error reply's message.
-      if (error_body.size() < 4096) error_body.append(piece.substr(0, 4096 - error_body.size()));
+      if (body_start.size() < 4096) body_start.append(piece.substr(0, 4096 - body_start.size()));
       for (const std::string& event : sse.feed(piece)) tally.on_event(event, t);
     });
   } catch (const ConnectionError& e) {
@@ -105,8 +105,8 @@ RequestRecord run_completion(HttpConnection& connection, const std::string& path
   }
   rec.e2e = std::chrono::duration<double>(Clock::now() - t0).count();
   if (status != 200) {
-    const json j = json::parse(error_body, nullptr, false);
-    rec.error = "HTTP " + std::to_string(status) + ": " + error_message(j, error_body);
+    const json j = json::parse(body_start, nullptr, false);
+    rec.error = "HTTP " + std::to_string(status) + ": " + error_message(j, body_start);
     return rec;
   }
   rec.error = tally.verdict(r.max_tokens);
