@@ -1,10 +1,12 @@
 // lockstep bench: prefill and decode speed against this machine's measured peaks.
 //   lockstep bench --machine [--threads N]     measure read bandwidth and FMA peak, cache them
 //   lockstep bench -m DIR [-p 512] [-n 128] [--threads N] [--numerics exact|fast] [--spec ...]
+//   lockstep bench -m DIR --batch N [-p 512] [-n 128]   the engine's batched decode step
 // The machine figures are cached per thread count in ~/.cache/lockstep/machine.json (measured on
 // first use when absent). Every figure is a median over repetitions, with its spread.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +37,7 @@ struct BenchFlags {
   SpecFlags spec;
   ConstraintFlags constraint;
   BenchOptions bench;
+  int64_t batch = 0;  // --batch: sequences per decode step (0: the single-sequence bench)
   bool machine = false, json_out = false;
 };
 
@@ -135,6 +138,76 @@ void print_machine(const json& m) {
               m["fma_gflops"]["median"].get<double>(), 100 * m["fma_gflops"]["spread"].get<double>());
 }
 
+// --batch N: step time of N sequences decoding together (run_batch_bench), against the floor of
+// the bytes one such step reads (weights once, N sequences' KV and state).
+int run_batch_command(const BenchFlags& f, const json& machine, const std::string& dir, Model& model,
+                      const Workload& w) {
+  BatchBenchOptions o;
+  o.batch = f.batch;
+  o.prompt_tokens = f.bench.prompt_tokens;
+  o.gen_tokens = f.bench.gen_tokens;
+  o.repetitions = f.bench.repetitions;
+  o.seed = f.bench.seed;
+  const std::vector<BatchBenchRun> runs = run_batch_bench(model, o);
+  std::vector<double> steps, prefill;
+  for (const BatchBenchRun& r : runs) {
+    steps.insert(steps.end(), r.step_seconds.begin(), r.step_seconds.end());
+    prefill.push_back(r.prefill_seconds);
+  }
+  double mean_step = 0;
+  for (double s : steps) mean_step += s / static_cast<double>(steps.size());
+  const Summary step = summarize(steps);
+  const double n = static_cast<double>(f.batch), p = static_cast<double>(o.prompt_tokens);
+  const double mean_ctx = p + (o.gen_tokens + 1) / 2.0;
+  const double bytes = w.batch_decode_bytes(mean_ctx, n), flops = n * w.token_flops(mean_ctx);
+  const double bw = machine["read_gbps"]["median"];
+  const double agg_tps = n / mean_step, gbps = bytes / mean_step / 1e9;
+  const double floor_tps = n * bw * 1e9 / bytes;
+  const double prefill_tps = n * p / summarize(prefill).median;
+  json j = {
+      {"model", dir},
+      {"threads", ThreadPool::global().size()},
+      {"device", f.model.device},
+      {"numerics", f.spec.numerics},
+      {"quant_dot", kernels::quant_dot_name(kernels::quant_dot())},
+      {"batch", f.batch},
+      {"prompt_tokens", o.prompt_tokens},
+      {"gen_tokens", o.gen_tokens},
+      {"repetitions", o.repetitions},
+      {"machine", machine},
+      {"workload", {{"decode_bytes_per_step", bytes}, {"decode_flops_per_step", flops}}},
+      {"prefill", {{"tok_s", prefill_tps}, {"seconds_median", summarize(prefill).median}}},
+      {"decode_step_ms", {{"median", 1e3 * step.median}, {"mean", 1e3 * mean_step},
+                          {"min", 1e3 * step.min}, {"max", 1e3 * step.max}}},
+      {"decode", {{"steps", steps.size()},
+                  {"aggregate_tok_s", agg_tps},
+                  {"per_sequence_tok_s", 1 / mean_step},
+                  {"gbps", gbps},
+                  {"gflops", flops / mean_step / 1e9},
+                  {"floor_tok_s", floor_tps},
+                  {"fraction_of_bandwidth_floor", gbps / bw}}},
+      {"peak_rss_mib", peak_rss_mib()},
+  };
+  if (f.json_out) {
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  print_machine(machine);
+  std::printf("model: %s (%s, %s numerics, %d threads), batch %lld, prompt %lld, %lld steps x %d repetitions\n",
+              dir.c_str(), f.model.device.c_str(), f.spec.numerics.c_str(), ThreadPool::global().size(),
+              static_cast<long long>(f.batch), static_cast<long long>(o.prompt_tokens),
+              static_cast<long long>(o.gen_tokens), o.repetitions);
+  std::printf("prefill    %12.2f tok/s (%lld sequences, each prefilled alone)\n", prefill_tps,
+              static_cast<long long>(f.batch));
+  std::printf("decode step  median %.3f ms, mean %.3f ms (min %.3f, max %.3f)\n", 1e3 * step.median,
+              1e3 * mean_step, 1e3 * step.min, 1e3 * step.max);
+  std::printf("decode     %12.2f tok/s aggregate, %.2f per sequence: %.1f GB/s, %.1f%% of the bandwidth floor "
+              "(floor %.1f tok/s, %.0f MB/step)\n",
+              agg_tps, 1 / mean_step, gbps, 100 * gbps / bw, floor_tps, bytes / 1e6);
+  std::printf("peak RSS: %.0f MiB\n", peak_rss_mib());
+  return 0;
+}
+
 int run_bench_command(BenchFlags& f) {
   ThreadPool::set_default_threads(f.model.threads);
   const int threads = ThreadPool::global().size();
@@ -145,13 +218,23 @@ int run_bench_command(BenchFlags& f) {
     std::fprintf(stderr, "lockstep: cached in %s\n", cache_path().c_str());
     return 0;
   }
+  if (f.batch > 0 && f.spec.spec != "none")
+    fail("--batch: decode steps are classic (one token per sequence); drop --spec");
+  if (f.batch > 0 && f.constraint.given())
+    fail("--batch: constrained decoding is not benchmarked batched; drop the constraint flags");
   const bool gpu = kernels::parse_device(f.model.device) == kernels::Device::Cuda;
   const json machine = gpu ? measure_gpu() : machine_for(threads);
   const std::string dir = resolve_model_dir(f.model);
   ModelFlags mf = f.model;
   mf.dir = dir;
-  auto model = load_model_from_flags(mf, f.bench.prompt_tokens + f.bench.gen_tokens + 16);
+  const int64_t sequences = std::max<int64_t>(f.batch, 1);
+  auto model = load_model_from_flags(mf, sequences * (f.bench.prompt_tokens + f.bench.gen_tokens + 16));
   apply_numerics(f.spec);
+  if (f.batch > 0) {
+    const Workload w = workload_of(dir, model->config(), static_cast<int64_t>(dtype_size(model->kv_pool().dtype())),
+                                   f.model.quantize, f.model.quantize_group_size);
+    return run_batch_command(f, machine, dir, *model, w);
+  }
   DraftHolder draft_model;
   auto drafter = make_drafter(f.spec, dir, *model, SamplingParams{}, draft_model);
   f.bench.drafter = drafter.get();
@@ -247,6 +330,11 @@ const Command kBench("bench", "Measure prefill and decode speed against this mac
                                       "Tokens decoded (default 128)");
                        sub.add_option("-r,--repetitions", f->bench.repetitions,
                                       "Timed repetitions after one warm-up (default 3)");
+                       sub.add_option("--batch", f->batch,
+                                      "Sequences decoding together: prefill each with -p tokens, then -n steps of "
+                                      "one forward over all of them, as the serving engine steps (step time, "
+                                      "aggregate tok/s, bandwidth floor)")
+                           ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
                        sub.add_flag("--json", f->json_out, "One JSON object on stdout");
                        return [f] { return run_bench_command(*f); };
                      });

@@ -1,10 +1,13 @@
 #include "decode/bench.h"
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <random>
 
 #include "core/error.h"
 #include "decode/generate.h"
+#include "decode/sequence_decoder.h"
 #include "io/safetensors.h"
 #include "models/quantize.h"
 
@@ -102,6 +105,48 @@ std::vector<BenchRun> run_bench(Model& model, const BenchOptions& o) {
     run.decode_seconds = res.stats.decode_seconds;
     run.decoded = res.stats.generated_tokens - 1;
     runs.push_back(run);
+  }
+  return runs;
+}
+
+std::vector<BatchBenchRun> run_batch_bench(Model& model, const BatchBenchOptions& o) {
+  if (o.batch < 1) fail("bench: --batch must be at least 1");
+  if (o.prompt_tokens < 1 || o.gen_tokens < 1) fail("bench: -p and -n must be at least 1");
+  if (o.repetitions < 1) fail("bench: --repetitions must be at least 1");
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  std::mt19937_64 rng(o.seed);
+  const int64_t vocab = model.config().vocab_size;
+  GenerateOptions g;  // no EOS ids: every sequence decodes all gen_tokens steps
+  g.max_tokens = o.gen_tokens + 1;  // the first token comes from the prefill
+  g.prefill_chunk = o.prefill_chunk;
+  std::vector<BatchBenchRun> runs;
+  for (int r = 0; r <= o.repetitions; ++r) {  // r == 0 warms up (weights paged in, graphs built)
+    std::vector<std::unique_ptr<SequenceDecoder>> seqs;
+    for (int64_t i = 0; i < o.batch; ++i) {
+      std::vector<int32_t> prompt(o.prompt_tokens);
+      for (int32_t& id : prompt) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+      seqs.push_back(std::make_unique<SequenceDecoder>(model, std::move(prompt), g));
+    }
+    BatchBenchRun run;
+    const Clock::time_point t0 = Clock::now();
+    for (auto& s : seqs)
+      while (s->prefilling()) {
+        const std::vector<ForwardItem> items = {s->next_item()};
+        s->consume(model.forward(items), 0);
+      }
+    run.prefill_seconds = since(t0);
+    std::vector<ForwardItem> items;
+    for (int64_t step = 0; step < o.gen_tokens; ++step) {
+      const Clock::time_point t = Clock::now();
+      items.clear();
+      for (auto& s : seqs) items.push_back(s->next_item());
+      const ForwardResult out = model.forward(items);
+      for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->consume(out, i);
+      run.step_seconds.push_back(since(t));
+    }
+    for (auto& s : seqs) LOCKSTEP_CHECK(s->finished(), "a batch bench sequence stopped early");
+    if (r > 0) runs.push_back(std::move(run));
   }
   return runs;
 }

@@ -30,6 +30,12 @@ struct Workload {
 
   // Bytes one decode forward reads at context length `ctx`, and the FLOPs it does.
   double decode_bytes(double ctx) const { return weight_bytes + kv_bytes_per_pos * ctx + state_bytes; }
+  // Bytes one decode step of `batch` sequences reads: the weights once, each sequence's KV and
+  // state. A mixture of experts counts its batch-1 expert share, so for it this is a lower bound
+  // (rows routed to different experts read more of them).
+  double batch_decode_bytes(double ctx, double batch) const {
+    return weight_bytes + batch * (kv_bytes_per_pos * ctx + state_bytes);
+  }
   double token_flops(double ctx) const {
     return 2 * linear_params + attn_flops_per_pos * ctx + state_flops;
   }
@@ -67,6 +73,25 @@ struct BenchRun {
 };
 
 std::vector<BenchRun> run_bench(Model& model, const BenchOptions& options);
+
+// lockstep bench --batch N: the serving engine's batched decode step without HTTP. Each
+// repetition prefills `batch` sequences of `prompt_tokens` seeded random ids (one sequence at a
+// time, in chunks of prefill_chunk), then runs `gen_tokens` steps, each one model.forward of
+// `batch` one-token items built by SequenceDecoder::next_item and consumed by
+// SequenceDecoder::consume, as Engine::loop runs a decode step (token choice included).
+struct BatchBenchOptions {
+  int64_t batch = 1, prompt_tokens = 512, gen_tokens = 128;
+  int64_t prefill_chunk = 512;
+  int repetitions = 3;  // timed, after one untimed warm-up
+  uint64_t seed = 1;
+};
+
+struct BatchBenchRun {
+  double prefill_seconds = 0;         // all sequences' prompts
+  std::vector<double> step_seconds;   // one per decode step: next_item, forward, consume
+};
+
+std::vector<BatchBenchRun> run_batch_bench(Model& model, const BatchBenchOptions& options);
 
 // Median and spread of a sample (spread = (max - min) / median).
 struct Summary {

@@ -7,6 +7,7 @@
 #include "decode/sequence_decoder.h"
 #include "decode/speculative/drafters.h"
 #include "scheduler/prefix_cache.h"
+#include "scheduler/step_profile.h"
 
 namespace lockstep {
 
@@ -111,6 +112,7 @@ void Engine::loop() {
   PrefixCache cache(model_, options_.prefix_cache ? options_.prefix_cache_entries : 0);
   KvPool& pool = model_.kv_pool();
   int64_t reserved = 0;
+  StepProfile profile(queue_);
 
   auto finish = [&](RequestStream& stream, const GenerateResult& r, const std::string& reason,
                     const std::string& error = "", int64_t cached_tokens = 0) {
@@ -186,6 +188,7 @@ void Engine::loop() {
 
   for (;;) {
     if (stop_) break;
+    profile.start_step();
     // Admission, first come first served: a request that does not fit blocks those behind it.
     while (static_cast<int>(running.size()) < options_.parallel) {
       if (deferred.empty()) {
@@ -216,6 +219,7 @@ void Engine::loop() {
 
     // One step: every running sequence contributes one item (decode blocks first, then prefill
     // chunks within the token budget). Who shares the step never changes a sequence's bits.
+    profile.phase(StepPhase::Build);
     std::vector<ForwardItem> items;
     int64_t budget = options_.max_step_tokens;
     for (auto& r : running) r.forward_index = -1;
@@ -232,7 +236,9 @@ void Engine::loop() {
     }
     if (!items.empty()) {
       try {
+        profile.phase(StepPhase::Forward);
         const ForwardResult out = model_.forward(items);
+        profile.phase(StepPhase::Consume);
         for (auto& r : running)
           if (r.forward_index >= 0) r.decoder->consume(out, static_cast<size_t>(r.forward_index));
         // A prompt just finished prefilling: keep a fork of its state so later requests that
@@ -265,6 +271,7 @@ void Engine::loop() {
     }
 
     // Retire finished and cancelled sequences; their memory returns to the pool (or the cache).
+    profile.phase(StepPhase::Retire);
     for (auto it = running.begin(); it != running.end();) {
       const bool cancelled = it->stream->cancelled();
       if (!cancelled && !it->decoder->finished()) {
@@ -301,6 +308,7 @@ void Engine::loop() {
       m.kv_blocks_used = pool.total_blocks() - pool.free_blocks();
       m.kv_block_tokens = pool.block_tokens();
     });
+    profile.end_step(items);
   }
   // Stopped: whatever is left is cancelled.
   for (auto& r : running) finish(*r.stream, r.decoder->result(), "cancelled");

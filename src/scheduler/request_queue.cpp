@@ -52,19 +52,29 @@ EngineMetrics RequestQueue::metrics() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineMetrics m = metrics_;
   m.queue_depth += waiting_.size();
+  m.idle_seconds = waited_seconds_;
   return m;
 }
 
 std::vector<RequestQueue::Pending> RequestQueue::pop(size_t max, bool wait,
                                                      std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (wait) cv_.wait_for(lock, timeout, [&] { return !waiting_.empty() || !accepting_; });
+  if (wait && waiting_.empty() && accepting_) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cv_.wait_for(lock, timeout, [&] { return !waiting_.empty() || !accepting_; });
+    waited_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   std::vector<Pending> out;
   while (!waiting_.empty() && out.size() < max) {
     out.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
   }
   return out;
+}
+
+double RequestQueue::waited_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waited_seconds_;
 }
 
 void RequestQueue::emit(RequestStream& stream, StreamEvent event) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "decode/generate.h"
+#include "scheduler/step_profile.h"
 
 namespace lockstep {
 
@@ -81,6 +82,9 @@ struct EngineMetrics {
   // memory. The engine writes the second part, metrics() adds the first.
   size_t queue_depth = 0, running = 0;
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_block_tokens = 0;
+  StepTotals steps;  // the engine loop's time by phase (step_profile.h)
+  // Seconds the engine thread spent blocked in pop() waiting for a request, nothing running.
+  double idle_seconds = 0;
 };
 
 // Bounded by the requests it holds from push to their Finish event (running or waiting), not by
@@ -101,6 +105,8 @@ class RequestQueue {
   };
   // Takes up to `max` waiting requests; waits up to `timeout` when `wait` and none are waiting.
   std::vector<Pending> pop(size_t max, bool wait, std::chrono::milliseconds timeout);
+  // Total time pop() spent waiting (EngineMetrics::idle_seconds).
+  double waited_seconds() const;
   // A Finish event ends the request: the queue stops counting it against its capacity.
   void emit(RequestStream& stream, StreamEvent event);
   void stop_accepting();
@@ -116,6 +122,7 @@ class RequestQueue {
   std::condition_variable cv_;
   std::deque<Pending> waiting_;
   bool accepting_ = true;
+  double waited_seconds_ = 0;
   EngineMetrics metrics_;
 };
 

@@ -5,6 +5,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <cctype>
+#include <chrono>
 
 #include "server/api_error.h"
 #include "server/http_limits.h"
@@ -227,8 +228,12 @@ void HttpSession::pump() {
   if (!pending_ || state_ != State::Responding) return;
   std::string body;
   HttpResponse head = head_;
+  const auto t0 = std::chrono::steady_clock::now();
   const bool done = pending_->poll(body, head);
   if (pending_->streaming()) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0);
+    host_.stats().stream_poll_ns += static_cast<uint64_t>(ns.count());
+    ++host_.stats().stream_polls;
     if (!head_sent_) {
       count_status(host_.stats(), head_.status);
       out_ += serialize_head(head_, -1, keep_alive_ && !shutting_down_);

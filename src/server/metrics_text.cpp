@@ -12,6 +12,25 @@ void metric(std::ostringstream& out, const char* name, const char* type, const c
       << "\nlockstep_" << name << ' ' << value << '\n';
 }
 
+// The engine loop's profile (scheduler/step_profile.h): seconds per phase over its steps.
+void step_metrics(std::ostringstream& out, const EngineMetrics& m) {
+  out << "# HELP lockstep_step_seconds_total Engine wall time by phase of its steps: admit (taking and "
+         "admitting requests), build (each sequence's next item, drafting included), forward (model forward with token "
+         "choice), consume (sequences consume their rows: sampling, detokenizing, stop strings, events; "
+         "and prefix-cache snapshots), retire (finished sequences).\n"
+         "# TYPE lockstep_step_seconds_total counter\n";
+  for (size_t p = 0; p < kStepPhases; ++p)
+    out << "lockstep_step_seconds_total{phase=\"" << step_phase_name(static_cast<StepPhase>(p)) << "\"} "
+        << m.steps.seconds[p] << '\n';
+  metric(out, "steps_total", "counter", "Engine loop turns that had sequences to run (at most one forward each).",
+         double(m.steps.steps));
+  metric(out, "step_rows_total", "counter", "Token rows over the steps' forwards.", double(m.steps.rows));
+  metric(out, "step_sequences_total", "counter", "Sequences over the steps' forwards (one item each).",
+         double(m.steps.sequences));
+  metric(out, "engine_idle_seconds_total", "counter",
+         "Seconds the engine waited for a request with nothing running.", m.idle_seconds);
+}
+
 }  // namespace
 
 std::string metrics_text(const EngineMetrics& m, const HttpStats& h) {
@@ -34,6 +53,7 @@ std::string metrics_text(const EngineMetrics& m, const HttpStats& h) {
   metric(out, "kv_block_tokens", "gauge", "Tokens per KV block.", double(m.kv_block_tokens));
   metric(out, "prefix_cache_hits_total", "counter", "Requests that reused KV of an earlier prompt prefix.", double(m.prefix_cache_hits));
   metric(out, "prefix_tokens_reused_total", "counter", "Prompt tokens not prefilled thanks to the prefix cache.", double(m.prefix_tokens_reused));
+  step_metrics(out, m);
   metric(out, "http_completions_total", "counter", "Accepted POST /v1/completions requests.", double(h.completions.load()));
   metric(out, "http_chat_completions_total", "counter", "Accepted POST /v1/chat/completions requests.", double(h.chat_completions.load()));
   out << "# HELP lockstep_http_responses_total HTTP responses by status class.\n"
@@ -43,6 +63,12 @@ std::string metrics_text(const EngineMetrics& m, const HttpStats& h) {
       << "lockstep_http_responses_total{class=\"5xx\"} " << h.status_5xx.load() << '\n';
   metric(out, "http_disconnects_total", "counter", "Requests whose client left before the end of the reply (streaming or not).", double(h.disconnects.load()));
   metric(out, "http_open_streams", "gauge", "SSE responses being written.", double(h.open_streams.load()));
+  metric(out, "http_stream_seconds_total", "counter",
+         "Wall seconds the HTTP I/O threads spent turning engine events into SSE bytes (reading events, "
+         "detokenizing, formatting JSON); socket writes are asynchronous and not included.",
+         double(h.stream_poll_ns.load()) * 1e-9);
+  metric(out, "http_stream_polls_total", "counter", "Times a stream was polled for new events.",
+         double(h.stream_polls.load()));
   return out.str();
 }
 

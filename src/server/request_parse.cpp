@@ -192,11 +192,17 @@ void parse_common(const Body& body, const ServingContext& ctx, ParsedRequest& ou
     if (!so.is_object())
       bad_field("stream_options", "expected an object, got " + json_kind(so), "invalid_type");
     if (!out.stream) bad_field("stream_options", "only allowed with stream: true", "invalid_value");
-    try {
-      out.include_usage = get_bool(so, "include_usage").value_or(false);
-    } catch (const ApiError&) {
-      bad_field("stream_options.include_usage", "expected a boolean", "invalid_type");
-    }
+    auto flag = [&](const char* name) {
+      try {
+        return get_bool(so, name).value_or(false);
+      } catch (const ApiError&) {
+        bad_field(std::string("stream_options.") + name, "expected a boolean", "invalid_type");
+      }
+    };
+    out.include_usage = flag("include_usage");
+    out.continuous_usage = flag("continuous_usage_stats");
+    // As vLLM: usage on every chunk is a refinement of include_usage, not a switch of its own.
+    out.continuous_usage = out.continuous_usage && out.include_usage;
   }
   (void)get_string(body, "user");  // accepted (type-checked), not used
 

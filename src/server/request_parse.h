@@ -23,6 +23,7 @@ struct ParsedRequest {
   int n = 1;
   bool stream = false;
   bool include_usage = false;   // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats (with include_usage)
   int logprobs = -1;            // -1: none; else alternatives per token (top_logprobs)
   ReasoningMode reasoning = ReasoningMode::kOff;  // chat: split <think>...</think> off the text
   // Chat with tools (tool_choice other than "none"): the content is parsed for calls.

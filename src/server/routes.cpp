@@ -41,7 +41,11 @@ json model_card(const ServingContext& ctx, int64_t created) {
           {"object", "model"},
           {"created", created},
           {"owned_by", "lockstep"},
-          {"context_length", ctx.context_tokens}};
+          {"context_length", ctx.context_tokens},
+          // vLLM's name for the same limit, and the vocabulary token-id prompts draw from: what a
+          // load generator needs to build valid prompts (lockstep bench-serve reads both).
+          {"max_model_len", ctx.context_tokens},
+          {"vocab_size", ctx.vocab_size}};
 }
 
 Reply generation(const HttpRequest& req, const ServingContext& ctx, HttpStats& stats, Endpoint ep) {

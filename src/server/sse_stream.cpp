@@ -44,7 +44,7 @@ class SseResponse : public PendingResponse {
       // Chat streams open with the role, as OpenAI's do; clients use it to start the message.
       if (header_.endpoint == Endpoint::Chat)
         for (size_t i = 0; i < streams_.size(); ++i)
-          out += sse_event(stream_chunk(header_, static_cast<int>(i), "", "", true, "", nullptr,
+          out += chunk_event(stream_chunk(header_, static_cast<int>(i), "", "", true, "", nullptr,
                                         parsed_.include_usage));
     }
     for (size_t i = 0; i < streams_.size(); ++i)
@@ -125,23 +125,36 @@ class SseResponse : public PendingResponse {
         text_offset_[i] += t.get<std::string>().size();
     }
     if (calls.empty()) {
-      out += sse_event(stream_chunk(header_, static_cast<int>(i), text, parts.reasoning, false, finish,
+      out += chunk_event(stream_chunk(header_, static_cast<int>(i), text, parts.reasoning, false, finish,
                                     std::move(lp_json), parsed_.include_usage));
       return;
     }
     // Text and logprobs first, then each call, then the finish reason on a chunk of its own.
     if (!text.empty() || !parts.reasoning.empty() || !lp_json.is_null())
-      out += sse_event(stream_chunk(header_, static_cast<int>(i), text, parts.reasoning, false, "",
+      out += chunk_event(stream_chunk(header_, static_cast<int>(i), text, parts.reasoning, false, "",
                                     std::move(lp_json), parsed_.include_usage));
     for (auto& c : calls) {
       const IdentifiedCall call{tools::new_tool_call_id(ctx_.tool_family), std::move(c)};
       for (const auto& chunk : tool_call_chunks(header_, static_cast<int>(i), calls_streamed_[i]++, call,
                                                 parsed_.include_usage))
-        out += sse_event(chunk);
+        out += chunk_event(chunk);
     }
     if (!finish.empty())
-      out += sse_event(stream_chunk(header_, static_cast<int>(i), "", "", false, finish, nullptr,
+      out += chunk_event(stream_chunk(header_, static_cast<int>(i), "", "", false, finish, nullptr,
                                     parsed_.include_usage));
+  }
+
+  // A chunk as an event. With stream_options.continuous_usage_stats (vLLM's extension) it carries
+  // the usage so far, so a client knows how many tokens each chunk holds (several, when a
+  // speculative round or a slow reader gathers them); otherwise its usage is null.
+  std::string chunk_event(nlohmann::ordered_json chunk) const {
+    if (parsed_.continuous_usage) {
+      const auto prompt = static_cast<int64_t>(parsed_.request.prompt.size());
+      chunk["usage"] = {{"prompt_tokens", prompt},
+                        {"completion_tokens", completion_tokens_},
+                        {"total_tokens", prompt + completion_tokens_}};
+    }
+    return sse_event(chunk);
   }
 
   ParsedRequest parsed_;
