@@ -3,9 +3,17 @@
 // block_tokens positions of keys and of values, each [n_kv_heads][head_dim] elements of the
 // backend's kv_dtype() (float32 on the CPU, BF16 on CUDA). Layers may differ in shape (Gemma 4's
 // full layers have their own head_dim and KV heads); a block id names the same positions in
-// every layer. The storage is reserved as virtual
-// memory up front and the OS commits pages as blocks are first written, so a large capacity
-// costs nothing until used.
+// every layer. The storage is reserved as virtual memory up front and the OS commits pages as
+// blocks are first written, so a large capacity costs nothing until used.
+//
+// Blocks are reference counted: a block may be held by several sequences and prefix-cache
+// entries at once (a shared prompt prefix is stored once). The rule that keeps shared blocks
+// exact: nobody ever writes into a block another holder still reads. A sequence writes only
+// positions >= its length, and the only block it already holds that contains such positions is
+// the one holding position `length` (its partly filled last block); every block from there on
+// must be private (`writable`). Sharing hands out only blocks below that point (`share_prefix`
+// of full blocks, or of a whole sequence that then truncates), and going back into a shared
+// block (truncate, fork to a shorter length) un-shares it first (`make_writable`, copy on write).
 #pragma once
 
 #include <cstdint>
@@ -36,18 +44,37 @@ class KvPool {
 
   int64_t block_tokens() const { return block_tokens_; }
   int64_t total_blocks() const { return n_blocks_; }
+  // Blocks nobody holds. A shared block counts once in total - free, however many hold it.
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t blocks_for(int64_t tokens) const { return (tokens + block_tokens_ - 1) / block_tokens_; }
   DType dtype() const { return dtype_; }  // element type of keys and values
   int64_t bytes_per_token() const;  // keys + values over all layers
   int64_t bytes_in_use() const;
 
-  // Grows `blocks` so it covers `tokens` positions; throws lockstep::Error when the pool is full.
+  // Grows `blocks` with new private blocks so it covers `tokens` positions; throws
+  // lockstep::Error when the pool is full.
   void reserve(std::vector<int32_t>& blocks, int64_t tokens);
-  // Returns the blocks past what `tokens` positions need to the pool.
+  // Lets go of the blocks past what `tokens` positions need; a block returns to the free list
+  // when its last holder lets go.
   void shrink(std::vector<int32_t>& blocks, int64_t tokens);
 
+  // How many sequences / cache entries hold `block` (0: free).
+  int32_t holders(int32_t block) const;
+  // One more holder of `block` (which must be held already), and one less.
+  void retain(int32_t block);
+  void release(int32_t block);
+  // Gives `dst` (empty) the blocks of `src` that cover `tokens` positions, shared, not copied.
+  // The last of them may be partly filled: the new holder must not write before make_writable.
+  void share_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& dst, int64_t tokens);
+  // Whether a sequence of `length` tokens holding `blocks` may write its next positions: every
+  // block from the one holding position `length` on has no other holder.
+  bool writable(const std::vector<int32_t>& blocks, int64_t length) const;
+  // Makes it so: each such block another holder still reads is replaced by a private copy (copy
+  // on write; at most one block, the partly filled last one, ever needs it).
+  void make_writable(std::vector<int32_t>& blocks, int64_t length);
+
   // Gives `dst` (empty) its own blocks holding copies of the first `tokens` positions of `src`
-  // (prefix reuse and fork: copied bits are the bits a recompute would write).
+  // (copied bits are the bits a recompute would write).
   void copy_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& dst, int64_t tokens);
 
   kernels::KvLayerView layer(int64_t l) const;
@@ -57,6 +84,9 @@ class KvPool {
   }
 
  private:
+  int32_t take_free();                      // a free block, now held once
+  void copy_block(int32_t to, int32_t from);  // every layer's keys and values
+
   std::vector<KvLayerShape> shapes_;
   int64_t block_tokens_, n_blocks_;
   std::unique_ptr<kernels::Backend> own_backend_;  // when the caller gave none
@@ -68,6 +98,7 @@ class KvPool {
   char* base_ = nullptr;
   size_t map_bytes_ = 0;
   std::vector<int32_t> free_;
+  std::vector<int32_t> holders_;  // per block
 };
 
 }  // namespace lockstep
