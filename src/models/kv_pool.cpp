@@ -40,6 +40,8 @@ KvPool::KvPool(std::vector<KvLayerShape> layers, int64_t block_tokens, int64_t c
   // Hand out low block ids first so touched memory stays compact.
   for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
   holders_.assign(static_cast<size_t>(n_blocks_), 0);
+  cache_refs_.assign(static_cast<size_t>(n_blocks_), 0);
+  cached_only_at_.assign(static_cast<size_t>(n_blocks_), cached_only_.end());
 }
 
 KvPool::~KvPool() {
@@ -71,12 +73,45 @@ int32_t KvPool::holders(int32_t block) const {
 
 void KvPool::retain(int32_t block) {
   LOCKSTEP_CHECK(holders(block) > 0, "KV pool: retain of free block ", block);
+  const bool was = only_cached(block);
   ++holders_[block];
+  settle(block, was);
 }
 
 void KvPool::release(int32_t block) {
-  LOCKSTEP_CHECK(holders(block) > 0, "KV pool: release of free block ", block);
+  LOCKSTEP_CHECK(holders(block) > cache_refs_[block],
+                 "KV pool: release of block ", block, " that only the prefix cache holds (",
+                 "the cache unmarks its reference first)");
+  const bool was = only_cached(block);
   if (--holders_[block] == 0) free_.push_back(block);
+  settle(block, was);
+}
+
+void KvPool::mark_cached(int32_t block) {
+  LOCKSTEP_CHECK(holders(block) > cache_refs_[block], "KV pool: mark_cached of block ", block,
+                 " with no reference left to mark");
+  const bool was = only_cached(block);
+  if (cache_refs_[block]++ == 0) ++cached_blocks_;
+  settle(block, was);
+}
+
+void KvPool::unmark_cached(int32_t block) {
+  LOCKSTEP_CHECK(holders(block) > 0 && cache_refs_[block] > 0, "KV pool: unmark_cached of block ",
+                 block, " the cache does not hold");
+  const bool was = only_cached(block);
+  if (--cache_refs_[block] == 0) --cached_blocks_;
+  settle(block, was);
+}
+
+void KvPool::settle(int32_t block, bool was) {
+  const bool now = only_cached(block);
+  if (was == now) return;
+  if (now) {
+    cached_only_at_[block] = cached_only_.insert(cached_only_.end(), block);
+  } else {
+    cached_only_.erase(cached_only_at_[block]);
+    cached_only_at_[block] = cached_only_.end();
+  }
 }
 
 void KvPool::reserve(std::vector<int32_t>& blocks, int64_t tokens) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <vector>
 
@@ -73,6 +74,16 @@ class KvPool {
   // on write; at most one block, the partly filled last one, ever needs it).
   void make_writable(std::vector<int32_t>& blocks, int64_t length);
 
+  // The prefix cache marks which references are its own, so the pool can tell without a scan
+  // which blocks only the cache holds (evicting them would free them) and since when.
+  void mark_cached(int32_t block);    // one of the block's references is now the cache's
+  void unmark_cached(int32_t block);  // ... no longer (the cache then lets go of it, or not)
+  int64_t cached_blocks() const { return cached_blocks_; }  // held by the cache (and maybe others)
+  int64_t cached_only_blocks() const { return static_cast<int64_t>(cached_only_.size()); }
+  // The block that has been held by the cache alone the longest (-1: none). A sequence lets go of
+  // its blocks last first, so a chain's deeper blocks come before the blocks they continue.
+  int32_t oldest_cached_only() const { return cached_only_.empty() ? -1 : cached_only_.front(); }
+
   // Gives `dst` (empty) its own blocks holding copies of the first `tokens` positions of `src`
   // (copied bits are the bits a recompute would write).
   void copy_prefix(const std::vector<int32_t>& src, std::vector<int32_t>& dst, int64_t tokens);
@@ -86,6 +97,11 @@ class KvPool {
  private:
   int32_t take_free();                      // a free block, now held once
   void copy_block(int32_t to, int32_t from);  // every layer's keys and values
+  bool only_cached(int32_t block) const {
+    return cache_refs_[block] > 0 && cache_refs_[block] == holders_[block];
+  }
+  // Keeps cached_only_ right after the block's counts changed (`was`: only_cached before).
+  void settle(int32_t block, bool was);
 
   std::vector<KvLayerShape> shapes_;
   int64_t block_tokens_, n_blocks_;
@@ -98,7 +114,11 @@ class KvPool {
   char* base_ = nullptr;
   size_t map_bytes_ = 0;
   std::vector<int32_t> free_;
-  std::vector<int32_t> holders_;  // per block
+  std::vector<int32_t> holders_;     // per block
+  std::vector<int32_t> cache_refs_;  // per block: how many of its holders are the prefix cache
+  int64_t cached_blocks_ = 0;        // blocks with cache_refs_ > 0
+  std::list<int32_t> cached_only_;   // blocks only the cache holds, oldest first
+  std::vector<std::list<int32_t>::iterator> cached_only_at_;  // per block, when in cached_only_
 };
 
 }  // namespace lockstep

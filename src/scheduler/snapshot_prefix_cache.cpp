@@ -7,6 +7,10 @@ namespace lockstep {
 SnapshotPrefixCache::SnapshotPrefixCache(Model& model, size_t max_entries)
     : model_(model), pool_(model.kv_pool()), max_entries_(max_entries) {}
 
+SnapshotPrefixCache::~SnapshotPrefixCache() {
+  while (!entries_.empty()) erase(entries_.begin());
+}
+
 uint64_t SnapshotPrefixCache::key_of(std::span<const int32_t> tokens, int64_t floor) const {
   const int64_t B = pool_.block_tokens();
   uint64_t h = kNoBlocks;
@@ -21,6 +25,7 @@ void SnapshotPrefixCache::erase(Entries::iterator it) {
       index_.erase(i);
       break;
     }
+  for (int32_t b : it->state->kv_blocks) pool_.unmark_cached(b);
   entries_.erase(it);  // its state lets go of its blocks and recurrent state
 }
 
@@ -53,6 +58,7 @@ void SnapshotPrefixCache::insert(std::span<const int32_t> tokens, const Sequence
   // The fork copies the partly filled last block: make room for it among older entries.
   if (state.length % pool_.block_tokens() != 0 && !free_one_block(nullptr)) return;
   entries_.push_front({{held.begin(), held.end()}, model_.fork(state, state.length), key});
+  for (int32_t b : entries_.front().state->kv_blocks) pool_.mark_cached(b);
   index_.emplace(key, entries_.begin());
   while (entries_.size() > max_entries_) erase(std::prev(entries_.end()));
 }
@@ -92,22 +98,6 @@ std::unique_ptr<SequenceState> SnapshotPrefixCache::lookup(std::span<const int32
 bool SnapshotPrefixCache::free_up(int64_t free_blocks) {
   while (pool_.free_blocks() < free_blocks && !entries_.empty()) erase(std::prev(entries_.end()));
   return pool_.free_blocks() >= free_blocks;
-}
-
-int64_t SnapshotPrefixCache::blocks() const {
-  std::unordered_map<int32_t, int> held;
-  for (const Entry& e : entries_)
-    for (int32_t b : e.state->kv_blocks) ++held[b];
-  return static_cast<int64_t>(held.size());
-}
-
-int64_t SnapshotPrefixCache::reclaimable_blocks() const {
-  std::unordered_map<int32_t, int> held;  // block -> entries holding it
-  for (const Entry& e : entries_)
-    for (int32_t b : e.state->kv_blocks) ++held[b];
-  int64_t n = 0;
-  for (const auto& [block, count] : held) n += pool_.holders(block) == count;
-  return n;
 }
 
 }  // namespace lockstep

@@ -19,11 +19,12 @@ namespace lockstep {
 class SnapshotPrefixCache final : public PrefixCache {
  public:
   SnapshotPrefixCache(Model& model, size_t max_entries);
+  ~SnapshotPrefixCache() override;
   void insert(std::span<const int32_t> tokens, const SequenceState& state) override;
   std::unique_ptr<SequenceState> lookup(std::span<const int32_t> tokens) override;
   bool free_up(int64_t free_blocks) override;
-  int64_t blocks() const override;
-  int64_t reclaimable_blocks() const override;
+  int64_t blocks() const override { return pool_.cached_blocks(); }
+  int64_t reclaimable_blocks() const override { return pool_.cached_only_blocks(); }
 
  private:
   struct Entry {
@@ -34,6 +35,7 @@ class SnapshotPrefixCache final : public PrefixCache {
   using Entries = std::list<Entry>;  // most recently used first
 
   uint64_t key_of(std::span<const int32_t> tokens, int64_t floor) const;
+  // Drops an entry: its blocks' cache marks, then its state (which lets go of them).
   void erase(Entries::iterator it);
   // Evicts least recently used entries other than `keep` until a block is free; false if none.
   bool free_one_block(const Entry* keep);
