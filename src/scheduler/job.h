@@ -17,6 +17,9 @@ struct Job {
   std::unique_ptr<Drafter> drafter;          // declared before the decoder, which points at it
   std::unique_ptr<SequenceDecoder> decoder;  // null until first admitted
   int64_t cached_tokens = 0;   // prompt tokens reused from the prefix cache at first admission
+  // Blocks its last failed admission needed (reserve included); it is not tried again (its cache
+  // lookup is not repeated) until that many are free or freeable, or nothing else runs.
+  int64_t blocked_on = 0;
   bool cache_prefill = true;   // offer its state to the prefix cache when its (re)fill ends
   int64_t forward_index = -1;  // its item in the current step's forward, or -1
   bool was_prefilling = false; // its item in the current step was a prefill chunk

@@ -15,6 +15,14 @@ int draft_width_of(const EngineRequest& r) {
   return r.draft_width > 0 ? r.draft_width : default_draft_width(r.spec);
 }
 
+// The tokens a job must hold before it decodes: its prompt, or (preempted after choosing output)
+// its history less the last, chosen but not yet run, token (SequenceDecoder::resume).
+int64_t fill_tokens(const Job& job) {
+  if (job.admitted() && !job.decoder->result().tokens.empty())
+    return static_cast<int64_t>(job.decoder->history().size()) - 1;
+  return static_cast<int64_t>(job.request.prompt.size());
+}
+
 }  // namespace
 
 Scheduler::Scheduler(Model& model, Model* draft, Gemma4Assistant* assistant,
@@ -84,17 +92,20 @@ bool Scheduler::admit_front() {
     waiting_.pop_front();
     return true;
   }
+  if (job.blocked_on > 0 && !running_.empty() &&
+      pool_.free_blocks() + (cache_ ? cache_->reclaimable_blocks() : 0) < job.blocked_on)
+    return false;
   try {
     if (!job.drafter)
       job.drafter = make_drafter(job.request.spec, model_, draft_, job.request.options.sampling,
                                  assistant_);
     std::unique_ptr<SequenceState> state = lookup(job);
-    const int64_t fill = job.admitted() && !job.decoder->result().tokens.empty()
-                             ? static_cast<int64_t>(job.decoder->history().size()) - 1
-                             : static_cast<int64_t>(job.request.prompt.size());
+    // Blocks the prefill writes that the hit does not bring (a snapshot's copied partial block is
+    // among the hit's).
     const int64_t shared = state ? static_cast<int64_t>(state->kv_blocks.size()) : 0;
-    const int64_t need = pool_.blocks_for(fill) - shared;
+    const int64_t need = pool_.blocks_for(fill_tokens(job)) - shared;
     if (!make_free(need + reserve_blocks())) {
+      job.blocked_on = need + reserve_blocks();
       if (!running_.empty()) return false;  // wait for running sequences to end
       // Alone with the cache emptied: only a request over the pool's capacity gets here.
       finish(job, "error",
@@ -124,6 +135,7 @@ void Scheduler::start(Job& job, std::unique_ptr<SequenceState> state) {
       m.prefix_tokens_reused += static_cast<uint64_t>(reused);
     });
   job.cache_prefill = true;
+  job.blocked_on = 0;
   if (job.admitted()) {
     job.decoder->resume(std::move(state));
     return;

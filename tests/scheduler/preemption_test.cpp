@@ -2,13 +2,14 @@
 // so the engine preempts (frees a running sequence's KV, recomputes it when re-admitted), and
 // every request still gives exactly the tokens generate() gives for it alone, each token streamed
 // once. Greedy and seeded sampling, speculation off, by prompt lookup, by a draft model and (the
-// hybrid) by its MTP head; an attention-only family (block prefix cache) and the Qwen3.5 hybrid
-// (recurrent state, snapshot prefix cache).
+// hybrid) by its MTP head, (Gemma 4) by an assistant reading the target's cache; attention-only
+// families (block prefix cache) and the Qwen3.5 hybrid (recurrent state, snapshot prefix cache).
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "decode/speculative/drafters.h"
+#include "models/gemma4_assistant.h"
 #include "scheduler/engine.h"
 
 namespace lockstep {
@@ -16,9 +17,24 @@ namespace {
 
 struct Case {
   const char* name;
-  std::string target, draft;  // the draft model shares the target's vocabulary
-  int64_t kv_tokens;          // the pool: far less than the requests' total
+  std::string target;
+  std::string draft, assistant;  // "" when the family has none
+  int64_t kv_tokens;             // the pool: far less than the requests' total
   std::vector<std::string> specs;
+};
+
+// The target with its drafters: a draft model (sharing the vocabulary) and a Gemma 4 assistant.
+struct Loaded {
+  std::unique_ptr<Model> target, draft;
+  std::unique_ptr<Gemma4Assistant> assistant;
+  Loaded(const Case& c, int64_t kv_tokens) {
+    ModelOptions o;
+    o.kv_capacity_tokens = kv_tokens;
+    o.kv_block_tokens = 16;
+    target = load_model(c.target, o);
+    if (!c.draft.empty()) draft = load_model(c.draft, o);
+    if (!c.assistant.empty()) assistant = load_gemma4_assistant(c.assistant, *target);
+  }
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -32,35 +48,27 @@ std::vector<int32_t> collect(RequestStream& s, StreamEvent& finish) {
   }
 }
 
-GenerateResult alone(Model& target, Model& draft, const EngineRequest& r) {
+GenerateResult alone(Loaded& m, const EngineRequest& r) {
   GenerateOptions o = r.options;
-  auto drafter = make_drafter(r.spec, target, &draft, o.sampling);
+  auto drafter = make_drafter(r.spec, *m.target, m.draft.get(), o.sampling, m.assistant.get());
   o.drafter = drafter.get();
   o.draft_width = r.spec == "none" ? 0 : default_draft_width(r.spec);
-  return generate(target, r.prompt, o);
+  return generate(*m.target, r.prompt, o);
 }
 
 class Preemption : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Preemption, EveryRequestGivesItsTokensAloneAndPreemptionsHappen) {
   const Case& c = GetParam();
-  ModelOptions small;
-  small.kv_capacity_tokens = c.kv_tokens;
-  small.kv_block_tokens = 16;
-  auto target = load_model(c.target, small);
-  auto draft = load_model(c.draft, small);
-  ModelOptions roomy;
-  roomy.kv_capacity_tokens = 4096;
-  auto ref_target = load_model(c.target, roomy);
-  auto ref_draft = load_model(c.draft, roomy);
+  Loaded served(c, c.kv_tokens), ref(c, 4096);
   EngineOptions eo;
   eo.parallel = 6;
   eo.prefill_chunk = 8;
   eo.max_step_tokens = 32;
-  Engine engine(*target, eo, draft.get());
+  Engine engine(*served.target, eo, served.draft.get(), served.assistant.get());
 
   std::mt19937 rng(21);
-  const int vocab = static_cast<int>(target->config().vocab_size);
+  const int vocab = static_cast<int>(served.target->config().vocab_size);
   const auto token = [&] { return static_cast<int32_t>(3 + rng() % (vocab - 3)); };
   std::vector<int32_t> shared;  // some prompts share a prefix: prefix-cache hits under pressure
   for (int i = 0; i < 20; ++i) shared.push_back(token());
@@ -80,7 +88,7 @@ TEST_P(Preemption, EveryRequestGivesItsTokensAloneAndPreemptionsHappen) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     StreamEvent fin;
     const auto got = collect(*streams[i], fin);
-    const GenerateResult want = alone(*ref_target, *ref_draft, reqs[i]);
+    const GenerateResult want = alone(ref, reqs[i]);
     EXPECT_EQ(got, want.tokens) << c.name << " request " << i << " spec " << reqs[i].spec;
     EXPECT_EQ(fin.finish_reason, want.finish_reason) << i << ": " << fin.error;
     EXPECT_EQ(fin.stats.generated_tokens, static_cast<int64_t>(got.size())) << i;
@@ -101,9 +109,11 @@ const std::string kFixtures = std::string(LOCKSTEP_SOURCE_DIR) + "/tests/fixture
 INSTANTIATE_TEST_SUITE_P(
     Families, Preemption,
     ::testing::Values(
-        Case{"dense", kFixtures + "qwen3-f32", kFixtures + "qwen3-f32", 192,
+        Case{"dense", kFixtures + "qwen3-f32", kFixtures + "qwen3-f32", "", 192,
              {"none", "lookup", "draft"}},
-        Case{"hybrid", kModels + "lockstep-code-16m", kModels + "lockstep-draft-3m", 192,
+        Case{"gemma4", kFixtures + "gemma4-assistant-f32/target", "",
+             kFixtures + "gemma4-assistant-f32/assistant", 192, {"none", "assistant", "lookup"}},
+        Case{"hybrid", kModels + "lockstep-code-16m", kModels + "lockstep-draft-3m", "", 192,
              {"none", "lookup", "draft", "mtp"}}),
     [](const auto& info) { return std::string(info.param.name); });
 
