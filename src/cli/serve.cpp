@@ -140,8 +140,14 @@ const Command kServe("serve", "OpenAI-compatible HTTP server with continuous bat
   app.add_flag("--no-prefix-cache{false}", f->engine.prefix_cache,
                "Do not keep finished prompts' KV for reuse (never changes output)");
   app.add_option("--prefix-cache-entries", f->engine.prefix_cache_entries,
-                 "Prompts kept in the prefix cache (default 32, least recently used evicted)")
+                 "States kept in the prefix cache of models with recurrent state (default 32, least "
+                 "recently used evicted; attention-only models cache KV blocks while memory lasts); "
+                 "0 turns the cache off")
       ->check(CLI::Range(size_t{0}, size_t{1} << 16));
+  app.add_option("--kv-reserve", f->engine.kv_reserve_blocks,
+                 "KV blocks kept free when admitting a request beside running ones, for their "
+                 "growth (default -1: one per running sequence); never changes output")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
   app.add_option("--api-key", f->server.api_key, "Require Authorization: Bearer KEY (all but /health)");
   app.add_option("--alias", f->alias, "Model name in responses and /v1/models (default: the directory name)");
   app.add_option("--http-threads", f->server.http_threads,

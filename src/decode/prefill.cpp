@@ -17,6 +17,9 @@ ForwardItem prefill_item(SequenceState& seq, std::span<const int32_t> prompt, in
   item.seq = &seq;
   item.tokens = prompt.subspan(done, n);
   switch (rows) {
+    case PrefillRows::None:
+      item.logits = ForwardItem::Logits::None;
+      break;
     case PrefillRows::Last:
       item.logits = final_chunk ? ForwardItem::Logits::Last : ForwardItem::Logits::None;
       break;

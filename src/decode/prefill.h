@@ -10,6 +10,7 @@
 namespace lockstep {
 
 enum class PrefillRows {
+  None,        // no output rows (re-feeding a history whose next token is already chosen)
   Last,        // logits of the prompt's last token only
   FinalChunk,  // logits of every token of the final chunk (pass chunk 0 for every position)
   Every,       // logits and hidden of every token of every chunk (drafters that read hiddens)

@@ -21,9 +21,9 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
       options_(std::move(options)),
       on_token_(std::move(on_token)),
       sampler_(options_.sampling),
-      seq_(state ? std::move(state) : model.new_sequence()),
       history_(std::move(prompt)),
       prompt_len_(history_.size()),
+      prefill_end_(static_cast<int64_t>(prompt_len_)),
       hidden_drafter_(options_.drafter && options_.drafter->needs_hidden()),
       backend_chooses_(options_.top_logprobs < 0 && !options_.sampling.has_logit_bias() &&
                        backend_sampling_enabled()),
@@ -34,21 +34,69 @@ SequenceDecoder::SequenceDecoder(Model& model, std::vector<int32_t> prompt,
       fail("stop strings need a tokenizer (the model directory has no tokenizer.json)");
     stops_ = std::make_unique<StopMatcher>(*options_.tokenizer, options_.stop);
   }
-  if (options_.drafter) options_.drafter->bind_target(seq_.get());
   if (options_.drafter && options_.draft_width < 1)
     fail("draft width must be >= 1, got ", options_.draft_width);
   if (history_.empty()) fail("the prompt is empty (at least one token is needed)");
   if (options_.constraint || options_.reasoning_budget)
     constraint_ = std::make_unique<ConstraintTracker>(options_.constraint, options_.reasoning_budget);
-  prefilled_ = seq_->length;
-  if (prefilled_ >= static_cast<int64_t>(prompt_len_))
-    fail("decoder: the given state already holds ", prefilled_, " of ", prompt_len_,
-         " prompt tokens (at least one must remain to produce logits)");
-  if (hidden_drafter_ && prefilled_ > 0)
-    fail("decoder: an MTP drafter needs every prompt position's hidden state; do not reuse a prefix");
   result_.stats.prompt_tokens = static_cast<int64_t>(prompt_len_);
   result_.finish_reason = "length";
   if (options_.max_tokens == 0) finished_ = true;
+  adopt(std::move(state));
+}
+
+void SequenceDecoder::adopt(std::unique_ptr<SequenceState> state) {
+  seq_ = state ? std::move(state) : model_.new_sequence();
+  prefilled_ = seq_->length;
+  // A prompt's last token must run to give the first output token's logits; a history being
+  // re-fed after a preemption already has its next token, so it may be cached whole.
+  if (prefilled_ > prefill_end_ || (prefilled_ == prefill_end_ && result_.tokens.empty()))
+    fail("decoder: the given state already holds ", prefilled_, " of ", prefill_end_,
+         " tokens to prefill (at least one must remain to produce logits)");
+  if (hidden_drafter_ && prefilled_ > 0)
+    fail("decoder: an MTP drafter needs every prompt position's hidden state; do not reuse a prefix");
+  if (options_.drafter) options_.drafter->bind_target(seq_.get());
+}
+
+SequenceState& SequenceDecoder::state() {
+  LOCKSTEP_CHECK(seq_, "the decoder is suspended: it holds no sequence state");
+  return *seq_;
+}
+
+void SequenceDecoder::suspend() {
+  LOCKSTEP_CHECK(seq_ && !finished_, "suspend: the decoder is finished or suspended already");
+  seq_.reset();  // its KV blocks and recurrent state go back now
+  prefilled_ = 0;
+  if (options_.drafter) {
+    options_.drafter->bind_target(nullptr);
+    options_.drafter->forget();
+  }
+}
+
+void SequenceDecoder::resume(std::unique_ptr<SequenceState> state) {
+  LOCKSTEP_CHECK(!seq_, "resume: the decoder was not suspended");
+  // With output already chosen, the cache must hold the history but its last token (what it
+  // held when suspended); before the first token, the prompt (its last row chooses that token).
+  prefill_end_ = result_.tokens.empty() ? static_cast<int64_t>(prompt_len_)
+                                        : static_cast<int64_t>(history_.size()) - 1;
+  adopt(std::move(state));
+}
+
+int64_t SequenceDecoder::prefill_chunk_tokens(int64_t budget) const {
+  const int64_t chunk = budget > 0 ? budget : options_.prefill_chunk;
+  const int64_t rest = prefill_end_ - prefilled_;
+  return chunk > 0 ? std::min(chunk, rest) : rest;
+}
+
+int SequenceDecoder::draft_tokens() const {
+  if (!options_.drafter) return 0;
+  // The decoder never runs a token past max_tokens: drafts are cut to the room left.
+  const int64_t room = options_.max_tokens - static_cast<int64_t>(result_.tokens.size()) - 1;
+  return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(options_.draft_width, room)));
+}
+
+int64_t SequenceDecoder::next_item_tokens(int64_t budget) const {
+  return prefilling() ? prefill_chunk_tokens(budget) : 1 + draft_tokens();
 }
 
 ForwardItem SequenceDecoder::next_item(int64_t budget) {
@@ -56,20 +104,21 @@ ForwardItem SequenceDecoder::next_item(int64_t budget) {
   ForwardItem item;
   item.seq = seq_.get();
   if (prefilling()) {
-    const int64_t chunk = budget > 0 ? budget : options_.prefill_chunk;
-    item = prefill_item(*seq_, history_, chunk,
-                        hidden_drafter_ ? PrefillRows::Every : PrefillRows::Last);
+    // A refill only rebuilds the cache: its rows are wanted for a drafter's hiddens at most.
+    const PrefillRows rows = hidden_drafter_ ? PrefillRows::Every
+                             : refilling()   ? PrefillRows::None
+                                             : PrefillRows::Last;
+    item = prefill_item(*seq_, std::span<const int32_t>(history_).first(prefill_end_),
+                        prefill_chunk_tokens(budget), rows);
     block_.assign(item.tokens.begin(), item.tokens.end());
-    if (constraint_ && prefilled_ + static_cast<int64_t>(block_.size()) ==
-                           static_cast<int64_t>(prompt_len_))
+    if (constraint_ && !refilling() &&
+        prefilled_ + static_cast<int64_t>(block_.size()) == prefill_end_)
       constraint_->plan({});  // the final chunk's last row chooses the first output token
   } else {
     // The last chosen token (not yet run) and the drafts that may follow it.
     block_.assign(1, history_.back());
     if (options_.drafter) {
-      const int64_t room =
-          options_.max_tokens - static_cast<int64_t>(result_.tokens.size()) - 1;
-      const int k = static_cast<int>(std::min<int64_t>(options_.draft_width, room));
+      const int k = draft_tokens();
       const int64_t V = model_.config().vocab_size;
       if (k > 0)
         for (int32_t d : options_.drafter->propose(history_, static_cast<int64_t>(prompt_len_), k))
@@ -101,11 +150,12 @@ void SequenceDecoder::make_rules(ForwardItem& item) {
   const auto prompt_len = static_cast<int64_t>(prompt_len_);
   size_t choosing = 0;  // the rules at the end that choose a token: plan rows 0 .. choosing - 1
   if (prefilling()) {
-    // Only the prompt's last row chooses a token; other output rows are there for their hidden.
-    const bool final_chunk = prefilled_ + n == prompt_len;
+    // Only the prompt's last row chooses a token (a refill's none); other output rows are there
+    // for their hidden.
+    const bool chooses = !refilling() && prefilled_ + n == prefill_end_;
     const int64_t rows = item.logits == ForwardItem::Logits::Last ? 1 : n;
     for (int64_t i = 0; i + 1 < rows; ++i) rules_.add_skip();
-    if (final_chunk) {
+    if (chooses) {
       rules_.add(sampler_, {history, prompt_len}, V);
       choosing = 1;
     } else {
@@ -240,8 +290,10 @@ void SequenceDecoder::consume_rows(const ForwardResult& out, size_t index) {
         block_start, {&out.hidden[first * H], static_cast<size_t>(rows * H)});
   }
   if (prefilling()) {
+    const bool refill = refilling();
     prefilled_ += static_cast<int64_t>(block_.size());
     if (prefilling()) return;  // more chunks to come
+    if (refill) return;  // caught up: the next item runs history_.back(), as before suspend()
     result_.stats.prefill_seconds = seconds_since(t0_);
     t0_ = std::chrono::steady_clock::now();
     const int64_t last = hidden_drafter_ ? first + static_cast<int64_t>(block_.size()) - 1 : first;

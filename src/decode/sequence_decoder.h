@@ -26,21 +26,37 @@ class SequenceDecoder {
                   std::unique_ptr<SequenceState> state = nullptr);
 
   bool finished() const { return finished_; }
-  bool prefilling() const { return prefilled_ < static_cast<int64_t>(prompt_len_); }
-  int64_t prompt_remaining() const { return static_cast<int64_t>(prompt_len_) - prefilled_; }
+  // Feeding the prompt, or (after resume) re-feeding the history; false while decoding.
+  bool prefilling() const { return prefilled_ < prefill_end_; }
+  // Prefilling a history whose next token was chosen before a preemption: no row chooses.
+  bool refilling() const { return prefilling() && !result_.tokens.empty(); }
 
   // The next forward's item for this sequence. `budget` caps a prefill chunk (0: the decoder's
   // own prefill_chunk, or the whole prompt). The item's tokens stay valid until consume().
   ForwardItem next_item(int64_t budget = 0);
+  // The most tokens next_item(budget) can hold (drafters may propose fewer, constraints cut
+  // more), with no side effect: what the scheduler grows the KV cache by before the step.
+  int64_t next_item_tokens(int64_t budget = 0) const;
   // Processes this sequence's rows of a forward result (item index `index` in that forward).
   void consume(const ForwardResult& out, size_t index);
   // Stops with finish_reason "cancelled" (frees nothing by itself; the owner drops the decoder).
   void cancel();
 
+  // Preemption. suspend() drops the sequence's state (its KV blocks and recurrent state go back)
+  // and the drafter's state derived from it, keeping everything that decides tokens: the history,
+  // the sampler, the constraint and stop-string state, the counts. resume() takes a new state
+  // holding a prefix of the history (from the prefix cache; nullptr: empty) and re-feeds the
+  // rest of the history but its last token through the one prefill path, choosing nothing;
+  // decoding then continues exactly as before: prefill is invariant to chunking and a token's
+  // choice depends only on its logits, the history and (seed, position). Tokens already
+  // emitted are not emitted again. Only between forwards (after consume, before next_item).
+  void suspend();
+  void resume(std::unique_ptr<SequenceState> state);
+  bool suspended() const { return !seq_; }
   const GenerateResult& result() const { return result_; }
   GenerateResult& result() { return result_; }
   const std::vector<int32_t>& history() const { return history_; }
-  SequenceState& state() { return *seq_; }
+  SequenceState& state();
   std::unique_ptr<SequenceState> take_state() { return std::move(seq_); }
 
  private:
@@ -54,6 +70,12 @@ class SequenceDecoder {
   // Takes the round's masks and sets them on the choosing rules (ForwardItem::before_choose).
   void mask_rules();
   TokenLogprob token_logprob(const float* logits, int64_t V, int32_t token) const;
+  // Tokens of the next prefill chunk for `budget` (see next_item), and of the next verify block
+  // at most.
+  int64_t prefill_chunk_tokens(int64_t budget) const;
+  int draft_tokens() const;
+  // Checks a state handed to the constructor or resume() and starts prefilling after it.
+  void adopt(std::unique_ptr<SequenceState> state);
 
   Model& model_;
   GenerateOptions options_;
@@ -63,7 +85,10 @@ class SequenceDecoder {
   std::unique_ptr<StopMatcher> stops_;  // when options_.stop is not empty
   std::vector<int32_t> history_;
   size_t prompt_len_;
-  int64_t prefilled_ = 0;      // prompt tokens already in the cache
+  int64_t prefilled_ = 0;      // history tokens already in the cache while prefilling
+  // History tokens the cache must hold before decoding: the prompt, or after resume() the
+  // history but its last (chosen, not yet run) token.
+  int64_t prefill_end_ = 0;
   std::vector<int32_t> block_;  // tokens of the pending item
   bool hidden_drafter_;
   // Items carry rules: no logprobs wanted, no logit_bias, LOCKSTEP_HOST_SAMPLING unset. Under a

@@ -24,8 +24,13 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
     if (max_positions > 0 && end > max_positions)
       fail("sequence of ", end, " tokens exceeds the model's context of ", max_positions);
   }
-  for (const ForwardItem& it : items)
+  for (const ForwardItem& it : items) {
+    // KV is written at positions >= length only; the blocks holding them must be private (fork
+    // and truncate un-share them, KvPool). Checked before anything is written.
+    LOCKSTEP_CHECK(pool.writable(it.seq->kv_blocks, it.seq->length),
+                   "forward: a sequence would write into a KV block another holder reads");
     pool.reserve(it.seq->kv_blocks, it.seq->length + static_cast<int64_t>(it.tokens.size()));
+  }
 
   int64_t stride = 1, max_keys = 0;
   for (const ForwardItem& it : items) {
@@ -68,6 +73,7 @@ void truncate_kv(KvPool& pool, SequenceState& seq, int64_t length) {
     fail("truncate: length ", length, " outside [0, ", seq.length, "]");
   seq.length = length;
   pool.shrink(seq.kv_blocks, length);
+  pool.make_writable(seq.kv_blocks, length);  // going back into a shared block un-shares it
 }
 
 std::string graph_key(std::string_view model, std::span<const ForwardItem> items, int64_t vocab,

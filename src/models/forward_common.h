@@ -58,7 +58,8 @@ class RecordedStep {
 };
 
 // truncate() of a model whose only state is its KV cache (every position can be dropped):
-// forgets the tokens past `length` (0 <= length <= seq.length) and gives back their blocks.
+// forgets the tokens past `length` (0 <= length <= seq.length), gives back their blocks and
+// un-shares the block `length` now falls in (the next write goes there).
 void truncate_kv(KvPool& pool, SequenceState& seq, int64_t length);
 
 // Final norm and lm_head on the rows the items asked for, copied to the host; advances each

@@ -12,12 +12,37 @@ std::unique_ptr<SequenceState> Model::fork(const SequenceState& src, int64_t len
   if (length < src.rollback_floor || length > src.length)
     fail("fork: length ", length, " outside [", src.rollback_floor, ", ", src.length, "]");
   auto dst = new_sequence();
-  kv_pool().copy_prefix(src.kv_blocks, dst->kv_blocks, src.length);
+  // Every block of src is shared, not copied; truncate then lets go of those past `length` and
+  // un-shares the block `length` falls in (KvPool::make_writable), so dst never writes where src
+  // or another holder reads. The recurrent state is small and is copied.
+  kv_pool().share_prefix(src.kv_blocks, dst->kv_blocks, src.length);
   dst->length = src.length;
   dst->rollback_floor = src.rollback_floor;
   if (src.recurrent) dst->recurrent = src.recurrent->clone();
   truncate(*dst, length);
+  LOCKSTEP_CHECK(kv_pool().writable(dst->kv_blocks, dst->length),
+                 "fork: the forked sequence's last block is still shared");
   return dst;
+}
+
+std::unique_ptr<SequenceState> Model::sequence_from_blocks(std::span<const int32_t> blocks,
+                                                           int64_t length) {
+  KvPool& pool = kv_pool();
+  if (length < 0 || length % pool.block_tokens() != 0 ||
+      pool.blocks_for(length) != static_cast<int64_t>(blocks.size()))
+    fail("sequence_from_blocks: ", blocks.size(), " blocks for ", length,
+         " tokens (whole blocks only)");
+  auto seq = new_sequence();
+  if (seq->recurrent)
+    fail("sequence_from_blocks: the model keeps recurrent state; fork a snapshot instead");
+  // Whole blocks only: the sequence's next write opens a new block, so it never writes into one
+  // it shares.
+  for (int32_t b : blocks) {
+    pool.retain(b);
+    seq->kv_blocks.push_back(b);
+  }
+  seq->length = length;
+  return seq;
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {

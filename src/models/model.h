@@ -141,10 +141,16 @@ class Model {
   virtual void truncate(SequenceState& seq, int64_t length) = 0;
   virtual const KvPool& kv_pool() const = 0;
   virtual KvPool& kv_pool() = 0;
-  // A new sequence holding the first `length` tokens of `src` (its own copy of the KV blocks and
-  // recurrent state): what the prefix cache hands to a request sharing a prompt prefix. Needs
+  // A new sequence holding the first `length` tokens of `src`: it shares src's full KV blocks,
+  // gets its own copy of the partly filled last one (copy on write, KvPool) and of the recurrent
+  // state. What the prefix cache hands to a request sharing a prompt prefix. Needs
   // src.rollback_floor <= length <= src.length.
   std::unique_ptr<SequenceState> fork(const SequenceState& src, int64_t length);
+  // A new sequence whose first `length` tokens (a whole number of blocks) are the KV in `blocks`,
+  // shared: the block-granular prefix cache's hit. Only for models whose whole sequence state is
+  // the KV cache (an Error for recurrent models, whose state cannot be rebuilt from blocks).
+  std::unique_ptr<SequenceState> sequence_from_blocks(std::span<const int32_t> blocks,
+                                                      int64_t length);
   // Bytes of recurrent state one sequence holds (0 for attention-only models).
   virtual size_t state_bytes_per_sequence() const { return 0; }
   // The checkpoint's MTP head, or nullptr when it has none (or the family has no such head).

@@ -123,6 +123,7 @@ class HybridModel final : public Model {
     seq.length = length;
     seq.rollback_floor = st.has_floor ? st.floor_tokens : length;
     kv_.shrink(seq.kv_blocks, length);
+    kv_.make_writable(seq.kv_blocks, length);  // going back into a shared block un-shares it
   }
 
   ForwardResult forward(std::span<const ForwardItem> items) override {

@@ -1,8 +1,9 @@
 // The serving engine: iteration-level continuous batching over one model. HTTP threads submit
 // requests and read their events from a RequestStream; one engine thread runs the scheduler loop
-// (admit by KV memory, build a batch of prefill chunks and decode/verify blocks, one forward,
-// hand the rows to each sequence's SequenceDecoder). Every request therefore runs the same decode
-// logic as `lockstep generate`, and its tokens cannot depend on what else is in the batch.
+// (admit by the KV blocks a request needs now, grow running sequences' blocks and preempt when
+// the pool runs out, build a batch of prefill chunks and decode/verify blocks, one forward, hand
+// the rows to each sequence's SequenceDecoder; scheduler.h). Every request therefore runs the same
+// decode logic as `lockstep generate`, and its tokens cannot depend on what else is in the batch.
 //
 // All locking between HTTP threads and the engine lives in request_queue.{h,cpp}.
 #pragma once
@@ -25,7 +26,12 @@ struct EngineOptions {
   int64_t max_step_tokens = 512; // tokens in one forward, over all sequences
   size_t max_queue = 64;         // requests waiting beyond `parallel`; more are refused (HTTP 503)
   bool prefix_cache = true;      // reuse KV of earlier requests' common prompt prefixes
+  // Models with recurrent state cache whole states (snapshots), at most this many; 0 turns the
+  // cache off. Attention-only models cache full KV blocks, bounded by the pool (scheduler.h).
   size_t prefix_cache_entries = 32;
+  // KV blocks kept free when admitting a request beside running ones, for their growth; -1: one
+  // per running sequence (each can then open its next block before anyone is preempted).
+  int64_t kv_reserve_blocks = -1;
 };
 
 // The context rule, stated once: a request fits when its prompt and max_tokens together are at most

@@ -1,48 +1,30 @@
 #include "scheduler/prefix_cache.h"
 
-#include <algorithm>
+#include "scheduler/block_prefix_cache.h"
+#include "scheduler/snapshot_prefix_cache.h"
 
 namespace lockstep {
 
-void PrefixCache::insert(std::vector<int32_t> tokens, std::unique_ptr<SequenceState> state) {
-  if (max_entries_ == 0 || tokens.empty()) return;
-  // The same tokens sent again replace their entry instead of crowding out others.
-  entries_.remove_if([&](const Entry& e) { return e.tokens == tokens; });
-  entries_.push_front({std::move(tokens), std::move(state)});
-  while (entries_.size() > max_entries_) entries_.pop_back();
+namespace {
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+uint64_t block_chain_hash(uint64_t parent, std::span<const int32_t> block) {
+  uint64_t h = mix(parent ^ 0x9e3779b97f4a7c15ull);
+  for (int32_t t : block) h = mix(h ^ static_cast<uint32_t>(t));
+  return h;
 }
 
-std::unique_ptr<SequenceState> PrefixCache::lookup(const std::vector<int32_t>& prompt) {
-  auto best = entries_.end();
-  int64_t best_len = 0;
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    const auto& t = it->tokens;
-    const size_t common =
-        std::mismatch(t.begin(), t.end(), prompt.begin(), prompt.end()).first - t.begin();
-    // Reusable: within the prompt minus its last token, and no shorter than the entry can be
-    // truncated to (a recurrent state cannot go back past its rollback floor).
-    const int64_t len = std::min<int64_t>(static_cast<int64_t>(common),
-                                          static_cast<int64_t>(prompt.size()) - 1);
-    if (len > best_len && len >= it->state->rollback_floor) {
-      best = it;
-      best_len = len;
-    }
-  }
-  if (best == entries_.end()) return nullptr;
-  entries_.splice(entries_.begin(), entries_, best);  // most recently used
-  return model_.fork(*entries_.front().state, best_len);
-}
-
-bool PrefixCache::evict_one() {
-  if (entries_.empty()) return false;
-  entries_.pop_back();
-  return true;
-}
-
-int64_t PrefixCache::blocks() const {
-  int64_t n = 0;
-  for (const auto& e : entries_) n += static_cast<int64_t>(e.state->kv_blocks.size());
-  return n;
+std::unique_ptr<PrefixCache> make_prefix_cache(Model& model, size_t max_snapshots) {
+  if (model.new_sequence()->recurrent)  // state beyond the KV cache: whole snapshots only
+    return std::make_unique<SnapshotPrefixCache>(model, max_snapshots);
+  return std::make_unique<BlockPrefixCache>(model);
 }
 
 }  // namespace lockstep

@@ -78,10 +78,13 @@ struct EngineMetrics {
   uint64_t requests_total = 0, requests_finished = 0, requests_cancelled = 0, requests_rejected = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0, forward_calls = 0, batch_rows_total = 0;
   uint64_t drafted = 0, accepted = 0, prefix_cache_hits = 0, prefix_tokens_reused = 0;
+  uint64_t preemptions = 0;  // running sequences whose KV was freed to let others grow
   // Requests not running yet: waiting in the queue, or taken by the engine and waiting for KV
   // memory. The engine writes the second part, metrics() adds the first.
   size_t queue_depth = 0, running = 0;
-  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_block_tokens = 0;
+  // Blocks: in the pool, held by anyone (a shared block once), held by the prefix cache (some
+  // shared with running sequences).
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0, kv_block_tokens = 0;
   StepTotals steps;  // the engine loop's time by phase (step_profile.h)
   // Seconds the engine thread spent blocked in pop() waiting for a request, nothing running.
   double idle_seconds = 0;

@@ -49,9 +49,11 @@ std::string metrics_text(const EngineMetrics& m, const HttpStats& h) {
   metric(out, "spec_drafted_total", "counter", "Draft tokens proposed by speculative decoding.", double(m.drafted));
   metric(out, "spec_accepted_total", "counter", "Draft tokens accepted by verification.", double(m.accepted));
   metric(out, "kv_blocks_total", "gauge", "KV cache blocks in the pool.", double(m.kv_blocks_total));
-  metric(out, "kv_blocks_used", "gauge", "KV cache blocks held (running sequences and the prefix cache).", double(m.kv_blocks_used));
+  metric(out, "kv_blocks_used", "gauge", "KV cache blocks held (running sequences and the prefix cache; a shared block once).", double(m.kv_blocks_used));
+  metric(out, "kv_blocks_cached", "gauge", "KV cache blocks held by the prefix cache (some also by running sequences).", double(m.kv_blocks_cached));
   metric(out, "kv_block_tokens", "gauge", "Tokens per KV block.", double(m.kv_block_tokens));
-  metric(out, "prefix_cache_hits_total", "counter", "Requests that reused KV of an earlier prompt prefix.", double(m.prefix_cache_hits));
+  metric(out, "prefix_cache_hits_total", "counter", "Admissions (a request's first, or its return after a preemption) that reused cached KV.", double(m.prefix_cache_hits));
+  metric(out, "preemptions_total", "counter", "Running sequences preempted (KV freed, recomputed later) so that others could grow.", double(m.preemptions));
   metric(out, "prefix_tokens_reused_total", "counter", "Prompt tokens not prefilled thanks to the prefix cache.", double(m.prefix_tokens_reused));
   step_metrics(out, m);
   metric(out, "http_completions_total", "counter", "Accepted POST /v1/completions requests.", double(h.completions.load()));

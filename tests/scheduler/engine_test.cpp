@@ -105,6 +105,41 @@ TEST(Engine, ConcurrentRequestsEqualGenerateAlone) {
   EXPECT_GT(m.batch_rows_total, m.forward_calls) << "requests never shared a forward";
 }
 
+// A request extending a finished one starts from its cached blocks, shared, not copied: in a pool
+// of 6 blocks the 4 cached blocks and the new request's 5 fit together (copies would need 9), and
+// its tokens are generate()'s alone.
+TEST(Engine, PrefixHitsShareCachedBlocks) {
+  ModelOptions mo;
+  mo.kv_capacity_tokens = 96;
+  mo.kv_block_tokens = 16;
+  const std::string dense = std::string(LOCKSTEP_SOURCE_DIR) + "/tests/fixtures/qwen3-f32";
+  auto target = load_model(dense, mo);
+  auto ref = load_model(dense);
+  Engine engine(*target, {});
+  std::mt19937 rng(3);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 64; ++i) prompt.push_back(static_cast<int32_t>(3 + rng() % 250));
+  auto a = make_request(prompt, 8, 0.0f, 0, "none");
+  a.options.eos_ids.clear();
+  collect(*engine.submit(a), nullptr);
+  auto b = a;
+  for (int32_t t : {7, 8, 9, 10, 11}) b.prompt.push_back(t);
+  b.options.sampling.temperature = 0.8f;
+  b.options.sampling.seed = 5;
+  StreamEvent fin;
+  EXPECT_EQ(collect(*engine.submit(b), &fin), generate(*ref, b.prompt, b.options).tokens);
+  EXPECT_EQ(fin.cached_tokens, 64);
+  EngineMetrics m = engine.metrics();
+  for (int i = 0; i < 100 && m.running > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    m = engine.metrics();
+  }
+  EXPECT_EQ(m.prefix_tokens_reused, 64u);
+  EXPECT_EQ(m.preemptions, 0u);
+  EXPECT_EQ(m.kv_blocks_cached, 4) << "both requests' first 64 tokens are one chain of 4 blocks";
+  EXPECT_EQ(m.kv_blocks_used, 4);
+}
+
 TEST(Engine, CancelFreesMemoryAndQueueIsBounded) {
   ModelOptions mo;
   mo.kv_capacity_tokens = 4096;
@@ -174,7 +209,8 @@ TEST(Engine, HoldsParallelPlusQueueAtOnceAndGroupsAreAllOrNothing) {
   for (auto& s : again) collect(*s, nullptr);
 }
 
-// Requests the engine took but cannot admit yet (not enough KV memory) are still queued.
+// Requests the engine took but cannot admit yet (their prompt does not fit in the KV memory left
+// beside the running sequences) are still queued.
 TEST(Engine, QueueDepthCountsRequestsWaitingForMemory) {
   ModelOptions mo;
   mo.kv_capacity_tokens = 512;
@@ -186,7 +222,8 @@ TEST(Engine, QueueDepthCountsRequestsWaitingForMemory) {
   auto r = make_request({5, 6, 7}, 300, 0.0f, 0, "none");
   r.options.eos_ids.clear();
   auto first = engine.submit(r);
-  auto second = engine.submit(r);  // 2 x 303 tokens do not fit in 512: it waits for the first
+  // 500 prompt tokens need all 32 blocks of the pool: it waits for the first to end.
+  auto second = engine.submit(make_request(std::vector<int32_t>(500, 5), 5, 0.0f, 0, "none"));
   StreamEvent e;
   ASSERT_TRUE(first->next(e, std::chrono::seconds(30)));
   EngineMetrics m = engine.metrics();

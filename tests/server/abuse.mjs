@@ -5,7 +5,7 @@
 //
 //   node abuse.mjs <url-a> <api-key-a> <url-b>
 // Server A: --api-key, --parallel 4 --max-queue 4 (capacity 8). Server B: --ctx-size 256
-// --parallel 4 --max-queue 0 (a context of 256 tokens, and room for only one sequence's KV).
+// --parallel 4 --max-queue 0 (a context of 256 tokens, and a KV pool of 16 blocks of 16).
 import net from "node:net";
 
 const [urlA, key, urlB] = process.argv.slice(2);
@@ -242,20 +242,25 @@ expectError(await post(urlB, C, { prompt: Array(256).fill(5) }), 400, "prompt", 
 const tight = await post(urlB, C, { prompt: Array(250).fill(5) });
 check(tight.status === 200 && tight.json.usage.completion_tokens <= 6, `the default max_tokens shrinks to the room left: ${tight.status}`);
 
-// Row 13 and --max-queue 0 (server B holds 4: each request's KV needs the whole pool, so one runs
-// and three wait for memory; a fifth is refused).
+// Row 13 and --max-queue 0 (server B holds 4: one long request runs; three whose 240-token prompts
+// need 15 of the pool's 16 blocks, plus one kept free for the running one's growth, wait for
+// memory; a fifth is refused).
 const long = { prompt: [5, 6, 7], max_tokens: 200, ignore_eos: true };
-const held = Array.from({ length: 4 }, () => post(urlB, C, long));
+const filling = { prompt: Array(240).fill(5), max_tokens: 16, ignore_eos: true };
+const held = [post(urlB, C, long)];
+for (let i = 0; i < 100 && (await gauge(urlB, "running")) !== 1; ++i) await sleep(20);
+held.push(...Array.from({ length: 3 }, () => post(urlB, C, filling)));
 let depth = NaN, running = NaN;
 for (let i = 0; i < 100 && !(depth === 3 && running === 1); ++i) {
   await sleep(20);
   [depth, running] = [await gauge(urlB, "queue_depth"), await gauge(urlB, "running")];
 }
 check(depth === 3 && running === 1, `queue_depth ${depth}, running ${running} with 3 requests waiting for KV`);
-const fifth = await post(urlB, C, long);
+const fifth = await post(urlB, C, filling);
 check(fifth.status === 503 && fifth.json?.error?.code === "queue_full", `a fifth request with --max-queue 0: ${fifth.status}`);
 const done = await Promise.all(held);
-check(done.every((r) => r.status === 200 && r.json.usage.completion_tokens === 200), `the 4 held requests: ${done.map((r) => r.status)}`);
+check(done.every((r, i) => r.status === 200 && r.json.usage.completion_tokens === (i ? 16 : 200)),
+      `the 4 held requests: ${done.map((r) => r.status)}`);
 await stillServing(urlB, "server B", { "Content-Type": "application/json" });
 
 for (const f of failures) console.log(`FAIL ${f}`);

@@ -7,6 +7,11 @@ namespace lockstep {
 DraftModelDrafter::DraftModelDrafter(Model& draft, const SamplingParams& sampling)
     : model_(draft), sampler_(sampling), seq_(draft.new_sequence()) {}
 
+void DraftModelDrafter::forget() {
+  model_.truncate(*seq_, 0);
+  consumed_.clear();
+}
+
 std::vector<int32_t> DraftModelDrafter::propose(std::span<const int32_t> history,
                                                 int64_t prompt_len, int k) {
   if (k <= 0) return {};
@@ -17,6 +22,18 @@ std::vector<int32_t> DraftModelDrafter::propose(std::span<const int32_t> history
   if (keep == history.size()) --keep;  // the last token must be run to get its logits
   model_.truncate(*seq_, static_cast<int64_t>(keep));
   consumed_.resize(keep);
+  // The round writes positions up to history + k - 2. What the pool cannot hold is not drafted
+  // (drafts never decide tokens); when not even the history fits, the cache is let go.
+  const KvPool& pool = model_.kv_pool();
+  const int64_t held = static_cast<int64_t>(seq_->kv_blocks.size());
+  const auto fits = [&](int64_t positions) {
+    return pool.blocks_for(positions) - held <= pool.free_blocks();
+  };
+  while (k > 0 && !fits(static_cast<int64_t>(history.size()) + k - 1)) --k;
+  if (k == 0) {
+    forget();
+    return {};
+  }
   std::vector<int32_t> context(history.begin(), history.end());
   std::vector<int32_t> drafts;
   const int64_t V = model_.config().vocab_size;

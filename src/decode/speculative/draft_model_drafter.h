@@ -1,6 +1,8 @@
 // A separate small model drafts autoregressively with the target's sampling rule (same seed and
 // position keying, so at temperature > 0 it agrees with the target as often as greedy would).
-// Its KV cache is rolled back to the longest prefix it shares with the accepted history.
+// Its KV cache is rolled back to the longest prefix it shares with the accepted history. The draft
+// model's pool holds every draft sequence whole (no prefix sharing), so it can run out where the
+// target's shared pool does not: then it drafts fewer tokens, or none, that round.
 #pragma once
 
 #include <memory>
@@ -18,6 +20,7 @@ class DraftModelDrafter final : public Drafter {
   std::string name() const override { return "draft"; }
   std::vector<int32_t> propose(std::span<const int32_t> history, int64_t prompt_len,
                                int k) override;
+  void forget() override;
 
  private:
   Model& model_;

@@ -30,6 +30,11 @@ class Drafter {
   // The target sequence whose decoder this drafter serves (drafters that read the target's KV
   // cache, the Gemma 4 assistant, keep it; they must only read it).
   virtual void bind_target(const SequenceState* /*target*/) {}
+  // The target sequence's state was dropped (the scheduler preempted it to free KV memory): let
+  // go of the state derived from it (the drafter's own KV). The next propose() re-synchronises
+  // from the history once the target has re-run it (observe_hidden delivers every row again).
+  // Drafts never decide tokens, so what a drafter keeps or drops changes acceptance at most.
+  virtual void forget() {}
 };
 
 }  // namespace lockstep

@@ -22,6 +22,11 @@ void MtpSpecDrafter::observe_hidden(int64_t first_position, std::span<const floa
   std::copy(rows.begin(), rows.end(), target_hidden_.begin() + first_position * H_);
 }
 
+void MtpSpecDrafter::forget() {
+  mtp_.truncate(*seq_, 0);  // the re-run target delivers the hiddens again; slots catch up
+  valid_slots_ = 0;
+}
+
 std::vector<int32_t> MtpSpecDrafter::propose(std::span<const int32_t> history, int64_t prompt_len,
                                              int k) {
   const int64_t L = static_cast<int64_t>(history.size());

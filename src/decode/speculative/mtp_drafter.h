@@ -21,6 +21,7 @@ class MtpSpecDrafter final : public Drafter {
   void observe_hidden(int64_t first_position, std::span<const float> rows) override;
   std::vector<int32_t> propose(std::span<const int32_t> history, int64_t prompt_len,
                                int k) override;
+  void forget() override;
 
  private:
   MtpDrafter& mtp_;
