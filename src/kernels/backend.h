@@ -66,7 +66,15 @@ struct AttentionBatch {
   const int32_t* n_keys = nullptr;
   int64_t max_keys = 0;
   int64_t window = 0;
+  // A hint for the launch shape (never for the bits: a row's result is the same whichever launch
+  // runs it): the leading `short_rows` rows belong to items of at most kShortItemRows tokens
+  // (decode rows, verify blocks), at most `short_rows_per_item` rows each; the rest are prefill
+  // chunks. 0: unknown. A batch of many sequences' decode rows then takes a decode launch of one
+  // item per block instead of the prefill walk, which takes rows of different sequences one
+  // after another.
+  int64_t short_rows = 0, short_rows_per_item = 0;
 };
+inline constexpr int64_t kShortItemRows = 16;
 
 // Gated DeltaNet layer shape (models/gated_deltanet_layer.h explains the layout).
 struct DeltaNetShape {

@@ -475,11 +475,19 @@ class CudaBackend final : public Backend {
                  const KvLayerView& kv, float scale, float* out) override {
     if (skip(Trace() << 19 << q << T << rows.block_tables << rows.table_stride << rows.n_keys
                      << rows.max_keys << n_heads << kv.k << kv.v << kv.block_tokens << scale
-                     << out << rows.window))
+                     << out << rows.window << rows.short_rows << rows.short_rows_per_item))
       return;
     OpScope t(prof_.get(), "attention");
-    cuda::attention(q, T, rows.block_tables, rows.table_stride, rows.n_keys, rows.max_keys,
-                    n_heads, kv, scale, out, rows.window);
+    // Decode rows (and verify blocks) first, in a launch shaped for one item per block; the
+    // prefill chunks after them in the walk. Rows are independent: the split changes no bits.
+    const int64_t row = n_heads * kv.head_dim, S = std::min(rows.short_rows, T);
+    auto run = [&](int64_t first, int64_t n, int64_t per_item) {
+      cuda::attention(q + first * row, n, rows.block_tables + first * rows.table_stride,
+                      rows.table_stride, rows.n_keys + first, rows.max_keys, n_heads, kv, scale,
+                      out + first * row, rows.window, per_item);
+    };
+    if (S > 0) run(0, S, rows.short_rows_per_item);
+    if (S < T) run(S, T - S, 0);
   }
   void linear_grouped(std::span<const LinearJob> jobs) override {
     for (const LinearJob& j : jobs) linear(j.x, j.M, *j.w, j.bias, j.y);

@@ -65,6 +65,14 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
   b.rows.n_keys = be.upload(n_keys);
   b.rows.cos_sin = be.upload(cos_sin);
   b.rows.attn = {b.rows.tables.data(), stride, b.rows.n_keys.data(), max_keys};
+  // The launch-shape hint (backend.h): the leading items of few rows (decode, verify). A
+  // function of the items' token counts, so a recorded step's key covers it.
+  for (const ForwardItem& it : items) {
+    const auto n = static_cast<int64_t>(it.tokens.size());
+    if (n > kernels::kShortItemRows) break;
+    b.rows.attn.short_rows += n;
+    b.rows.attn.short_rows_per_item = std::max(b.rows.attn.short_rows_per_item, n);
+  }
   return b;
 }
 

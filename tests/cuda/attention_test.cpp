@@ -109,7 +109,7 @@ class AttentionTest : public CudaTest, public ::testing::WithParamInterface<Shap
   // Runs rows (query index into qs, n_keys) in one call; returns [rows][n_heads][hd].
   std::vector<float> run(const Shape& s, const PagedCache& c, const std::vector<float>& qs,
                          const std::vector<int64_t>& qi, const std::vector<int32_t>& nk,
-                         int64_t max_keys, bool mixed_tables = false) {
+                         int64_t max_keys, bool mixed_tables = false, int64_t rows_per_item = 0) {
     const int64_t T = static_cast<int64_t>(qi.size()), row = s.n_heads * s.head_dim;
     std::vector<float> q(T * row);
     for (int64_t t = 0; t < T; ++t)
@@ -132,7 +132,7 @@ class AttentionTest : public CudaTest, public ::testing::WithParamInterface<Shap
     kv.head_dim = s.head_dim;
     kv.dtype = kKvDtype;
     attention(dq.get(), T, dtables.get(), stride, dnk.get(), max_keys, s.n_heads, kv,
-              1.0f / std::sqrt(static_cast<float>(s.head_dim)), dout.get(), s.window);
+              1.0f / std::sqrt(static_cast<float>(s.head_dim)), dout.get(), s.window, rows_per_item);
     return dout.to_host();
   }
 };
@@ -166,10 +166,10 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
   }
 
   auto check = [&](const PagedCache& c, const std::vector<int64_t>& qi, int64_t max_keys,
-                   const char* what, bool mixed = false) {
+                   const char* what, bool mixed = false, int64_t rows_per_item = 0) {
     std::vector<int32_t> nk;
     for (int64_t i : qi) nk.push_back(lens[i]);
-    const auto out = run(s, c, qs, qi, nk, max_keys, mixed);
+    const auto out = run(s, c, qs, qi, nk, max_keys, mixed, rows_per_item);
     for (size_t t = 0; t < qi.size(); ++t)
       ASSERT_TRUE(same_bits(out.data() + t * row, ref.data() + qi[t] * row, row))
           << what << ": row " << t << " of " << qi.size() << " (query " << qi[t] << ", n_keys "
@@ -197,6 +197,15 @@ TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
     check(*c, sorted, kLen, "T=160 by length");
     check(*c, prefill, kLen, "T=96 prefill");
     check(*c, everything, kLen, "T=256");
+    // The launch-shape hint of a batch of decode rows or verify blocks (rows_per_item): the split
+    // launch at any T, each block one item's rows.
+    for (int64_t hint : {1, 4, 16}) {
+      const std::string h = ", rows per item " + std::to_string(hint);
+      check(*c, all, kLen, ("T=160" + h).c_str(), false, hint);
+      check(*c, everything, kLen + 256, ("T=256, mixed tables" + h).c_str(), true, hint);
+      check(*c, prefill, kLen, ("T=96 prefill" + h).c_str(), false, hint);
+      check(*c, {5, 1, 3, 4}, 256, ("T=4, one chunk" + h).c_str(), true, hint);
+    }
     // Each launch forced, with every rows-per-block choice, shared and mixed block tables.
     // 1: split (decode kernel where head_dim <= 128), 2: walk, 3: the one-warp split kernel,
     // 4 / 5: the decode kernel with the value columns split over two blocks / in one.

@@ -94,7 +94,7 @@ __global__ void exp_mismatch_kernel(uint64_t begin, uint64_t end, unsigned long 
 
 void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t table_stride,
                const int32_t* n_keys, int64_t max_keys, int64_t n_heads, const KvLayerView& kv,
-               float scale, float* out, int64_t window) {
+               float scale, float* out, int64_t window, int64_t rows_per_item) {
   if (T <= 0) return;
   if (window < 0 || window > (int64_t{1} << 30)) fail("CUDA attention: window ", window, " out of range");
   const int64_t hd = kv.head_dim;
@@ -126,6 +126,7 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
   a.scale = scale;
   a.out = out;
   a.window = static_cast<int>(window);
+  a.rows_hint = rows_per_item > 0 && rows_per_item <= 16 ? static_cast<int>(rows_per_item) : 0;
   switch (hd) {
     case 64: attn::run_attention<64>(a, T); break;
     case 128: attn::run_attention<128>(a, T); break;

@@ -19,6 +19,9 @@ constexpr int kChunk = static_cast<int>(kAttentionChunk);
 constexpr int kMaxGroup = 16;     // query heads per KV head supported
 constexpr int kSubElems = 4096;   // elements per staged sub-tile (8 KiB of BF16)
 constexpr int kSplitMaxT = 64;    // T at or below which more than one chunk takes the split launch
+// The split launch's partials ([T][n_heads][n_chunks][HD + 2] floats) a call of many items
+// (rows_hint) may use before it takes the walk instead: 256 decode rows of 32 heads over 16k keys.
+constexpr int64_t kSplitMaxPartBytes = int64_t{256} << 20;
 
 // The chunk geometry of one head_dim. A staged sub-tile is kSubElems BF16 elements whatever the
 // head_dim: keys as kSub positions of kKc columns (whole rows up to head_dim 256; at 512 each
@@ -84,6 +87,7 @@ struct AttnArgs {
   int T, n_heads, n_kv_heads, group, block_tokens, n_chunks;
   int window;  // > 0: row t sees positions [max(0, n_keys[t] - window), n_keys[t]) (first_key)
   int rows;  // query rows per block (rows * group <= 16 * warps)
+  int rows_hint;  // > 0: rows come in items of at most this many (host-side launch choice only)
   const uint16_t* k;  // BF16 cache (kv_write rounded it)
   const uint16_t* v;
   float scale;

@@ -541,15 +541,20 @@ void launch_walk(AttnArgs a, int64_t T) {
   const int64_t fill = (T * a.n_kv_heads + sm_count() - 1) / sm_count();
   a.rows = rows_override > 0 ? std::min(rows_override, rmax)
                              : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
+  if (rows_override <= 0 && a.rows_hint > 0) a.rows = std::min(a.rows, a.rows_hint);  // an item a block
   const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
   launch("attn_walk", attn_walk<HD, NW>, static_cast<unsigned>(blocks), NW * 32, Ly::kBytes, a);
 }
 
 template <int HD>
 void run(AttnArgs a, int64_t T) {
-  const bool split = path_override == 1 || path_override >= 3 || (path_override == 0 && T <= kSplitMaxT && a.n_chunks > 1);
+  // Rows of many items (a batch of decode rows): the split launch at any T while its partials
+  // stay small, since the walk takes rows of different sequences one after another in a block.
+  const int64_t rows = static_cast<int64_t>(T) * a.n_heads * a.n_chunks;
+  const bool items = a.rows_hint > 0 && rows * (HD + 2) * 4 <= kSplitMaxPartBytes;
+  const bool split = path_override == 1 || path_override >= 3 ||
+                     (path_override == 0 && (T <= kSplitMaxT || items) && a.n_chunks > 1);
   if (!split) return launch_walk<HD>(a, T);
-  const int64_t rows = static_cast<size_t>(T) * a.n_heads * a.n_chunks;
   auto* buf = static_cast<float*>(scratch(1, static_cast<size_t>(rows) * (HD + 2) * sizeof(float)));
   a.part_acc = buf;
   a.part_ml = buf + rows * HD;
@@ -559,7 +564,8 @@ void run(AttnArgs a, int64_t T) {
   }
   if (!decode) {
     const int rmax = Geo<HD>::kSplitWarps * 16 / a.group;
-    a.rows = rows_override > 0 ? std::min(rows_override, rmax) : rmax;
+    a.rows = rows_override > 0 ? std::min(rows_override, rmax)
+                               : (a.rows_hint > 0 ? std::min(rmax, a.rows_hint) : rmax);
     launch_split<HD>(a, (T + a.rows - 1) / a.rows);
   }
   launch("attn_merge", attn_merge<HD>, static_cast<unsigned>(T * a.n_heads), HD, 0, a);

@@ -174,10 +174,12 @@ void kv_write(const float* k, const float* v, int64_t T, int64_t kv_dim, const i
 // h / (n_heads / n_kv_heads). max_keys >= every n_keys[t] (a launch bound only: it must not change
 // any row's bits). head_dim 64, 128, 256 or 512, at most 16 query heads per KV head; q, kv.k, kv.v
 // 16-byte aligned. BF16 inputs: expect ~3e-3 absolute from the FP32 CPU kernel on values in
-// [-1, 1] (attention_test), not 1e-5.
+// [-1, 1] (attention_test), not 1e-5. rows_per_item > 0 (a launch-shape hint, never a bit):
+// the rows come in items (sequences) of at most that many rows, e.g. 1 for a batch of decode rows,
+// so blocks take one item's rows each and many items take the split launch.
 void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t table_stride,
                const int32_t* n_keys, int64_t max_keys, int64_t n_heads, const KvLayerView& kv,
-               float scale, float* out, int64_t window = 0);
+               float scale, float* out, int64_t window = 0, int64_t rows_per_item = 0);
 
 // out[i][:] = x[rows[i]][:] for i < n, rows of D floats.
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out);
