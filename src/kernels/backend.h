@@ -66,13 +66,17 @@ struct AttentionBatch {
   const int32_t* n_keys = nullptr;
   int64_t max_keys = 0;
   int64_t window = 0;
-  // A hint for the launch shape (never for the bits: a row's result is the same whichever launch
-  // runs it): the leading `short_rows` rows belong to items of at most kShortItemRows tokens
+  // Hints for the launch shape (never for the bits: a row's result is the same whichever launch
+  // runs it). The leading `short_rows` rows belong to items of at most kShortItemRows tokens
   // (decode rows, verify blocks), at most `short_rows_per_item` rows each; the rest are prefill
-  // chunks. 0: unknown. A batch of many sequences' decode rows then takes a decode launch of one
-  // item per block instead of the prefill walk, which takes rows of different sequences one
-  // after another.
+  // chunks, the first `long_items` of them `long_item_rows[i]` rows each (any rows after those
+  // form one more part). 0: unknown. A launch block that holds rows of several sequences takes
+  // them one after another, so a batch of decode rows takes a launch of one item per block, and
+  // each prefill chunk a walk of its own.
   int64_t short_rows = 0, short_rows_per_item = 0;
+  static constexpr int kMaxLongItems = 16;
+  int32_t long_item_rows[kMaxLongItems] = {};
+  int long_items = 0;
 };
 inline constexpr int64_t kShortItemRows = 16;
 

@@ -475,19 +475,28 @@ class CudaBackend final : public Backend {
                  const KvLayerView& kv, float scale, float* out) override {
     if (skip(Trace() << 19 << q << T << rows.block_tables << rows.table_stride << rows.n_keys
                      << rows.max_keys << n_heads << kv.k << kv.v << kv.block_tokens << scale
-                     << out << rows.window << rows.short_rows << rows.short_rows_per_item))
+                     << out << rows.window << rows.short_rows << rows.short_rows_per_item
+                     << rows.long_items))
       return;
     OpScope t(prof_.get(), "attention");
-    // Decode rows (and verify blocks) first, in a launch shaped for one item per block; the
-    // prefill chunks after them in the walk. Rows are independent: the split changes no bits.
-    const int64_t row = n_heads * kv.head_dim, S = std::min(rows.short_rows, T);
+    // Decode rows (and verify blocks) first, in a launch shaped for one item per block; then each
+    // prefill chunk in a walk of its own (a walk block straddling two sequences would take its
+    // rows one at a time). Rows are independent: the parts change no bits.
+    const int64_t row = n_heads * kv.head_dim;
     auto run = [&](int64_t first, int64_t n, int64_t per_item) {
+      if (n <= 0) return;
       cuda::attention(q + first * row, n, rows.block_tables + first * rows.table_stride,
                       rows.table_stride, rows.n_keys + first, rows.max_keys, n_heads, kv, scale,
                       out + first * row, rows.window, per_item);
     };
-    if (S > 0) run(0, S, rows.short_rows_per_item);
-    if (S < T) run(S, T - S, 0);
+    int64_t at = std::min(rows.short_rows, T);
+    run(0, at, rows.short_rows_per_item);
+    for (int i = 0; i < rows.long_items && at < T; ++i) {
+      const int64_t n = std::min<int64_t>(rows.long_item_rows[i], T - at);
+      run(at, n, 0);
+      at += n;
+    }
+    run(at, T - at, 0);
   }
   void linear_grouped(std::span<const LinearJob> jobs) override {
     for (const LinearJob& j : jobs) linear(j.x, j.M, *j.w, j.bias, j.y);

@@ -67,12 +67,16 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
   b.rows.attn = {b.rows.tables.data(), stride, b.rows.n_keys.data(), max_keys};
   // The launch-shape hint (backend.h): the leading items of few rows (decode, verify). A
   // function of the items' token counts, so a recorded step's key covers it.
-  for (const ForwardItem& it : items) {
-    const auto n = static_cast<int64_t>(it.tokens.size());
+  kernels::AttentionBatch& hint = b.rows.attn;
+  size_t i = 0;
+  for (; i < items.size(); ++i) {
+    const auto n = static_cast<int64_t>(items[i].tokens.size());
     if (n > kernels::kShortItemRows) break;
-    b.rows.attn.short_rows += n;
-    b.rows.attn.short_rows_per_item = std::max(b.rows.attn.short_rows_per_item, n);
+    hint.short_rows += n;
+    hint.short_rows_per_item = std::max(hint.short_rows_per_item, n);
   }
+  for (; i < items.size() && hint.long_items < hint.kMaxLongItems; ++i)
+    hint.long_item_rows[hint.long_items++] = static_cast<int32_t>(items[i].tokens.size());
   return b;
 }
 
