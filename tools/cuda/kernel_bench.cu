@@ -235,6 +235,29 @@ double graph_time(F&& f, int iters) {
   return ms * 1e-3 / (reps * iters);
 }
 
+// Call i of a sweep: the launch's weights (one, or several for linear_multi, Ns rows of K each,
+// side by side) at the i-th offset of a rotating window over `pool`, so every call reads HBM.
+void pool_launch(const uint16_t* pool, size_t pool_bytes, size_t span_al, int i,
+                 const std::vector<int64_t>& Ns, int64_t K, const float* x, int64_t M, float* y) {
+  const size_t room = pool_bytes - span_al;
+  const size_t off = room == 0 ? 0 : (static_cast<size_t>(i) * span_al) % room / 256 * 256;
+  const auto* base = reinterpret_cast<const uint8_t*>(pool) + off;
+  Weight ws[4];
+  LinearOut outs[4];
+  float* yp = y;
+  for (size_t j = 0; j < Ns.size(); ++j) {
+    ws[j].dtype = DType::BF16;
+    ws[j].rows = Ns[j];
+    ws[j].cols = K;
+    ws[j].data = base;
+    base += Ns[j] * K * 2;
+    outs[j] = {&ws[j], nullptr, yp};
+    yp += M * Ns[j];
+  }
+  if (Ns.size() == 1) kc::linear(x, M, ws[0], nullptr, y);
+  else kc::linear_multi(x, M, outs, static_cast<int64_t>(Ns.size()));
+}
+
 void bench_linear_sweep() {
   struct Shape {
     const char* name;
@@ -273,25 +296,7 @@ void bench_linear_sweep() {
     const int iters = static_cast<int>(std::min<size_t>(200, std::max<size_t>(8, (size_t{2} << 30) / span)));
     for (int mi = 0; mi < 3; ++mi) {
       const int64_t M = Ms[mi];
-      auto call = [&](int i) {
-        const size_t room = pool_bytes - span_al;
-        const size_t off = room == 0 ? 0 : (static_cast<size_t>(i) * span_al) % room / 256 * 256;
-        const auto* base = reinterpret_cast<const uint8_t*>(pool) + off;
-        Weight ws[4];
-        LinearOut outs[4];
-        float* yp = y;
-        for (size_t j = 0; j < sh.Ns.size(); ++j) {
-          ws[j].dtype = DType::BF16;
-          ws[j].rows = sh.Ns[j];
-          ws[j].cols = sh.K;
-          ws[j].data = base;
-          base += sh.Ns[j] * sh.K * 2;
-          outs[j] = {&ws[j], nullptr, yp};
-          yp += M * sh.Ns[j];
-        }
-        if (sh.Ns.size() == 1) kc::linear(x, M, ws[0], nullptr, y);
-        else kc::linear_multi(x, M, outs, static_cast<int64_t>(sh.Ns.size()));
-      };
+      auto call = [&](int i) { pool_launch(pool, pool_bytes, span_al, i, sh.Ns, sh.K, x, M, y); };
       std::printf("%-13s M=%-2lld", sh.name, static_cast<long long>(M));
       double best = 1e30, t1 = 0;
       int best_c = 0;
@@ -382,23 +387,7 @@ void bench_linear_batch() {
     for (size_t mi = 0; mi < std::size(Ms); ++mi) {
       const int64_t M = Ms[mi];
       auto call = [&](int i) {
-        const size_t room = SweepBuffers::kPoolBytes - span_al;
-        const size_t off = room == 0 ? 0 : (static_cast<size_t>(i) * span_al) % room / 256 * 256;
-        const auto* base = reinterpret_cast<const uint8_t*>(buf.pool) + off;
-        Weight ws[4];
-        LinearOut outs[4];
-        float* yp = y;
-        for (size_t j = 0; j < sh.Ns.size(); ++j) {
-          ws[j].dtype = DType::BF16;
-          ws[j].rows = sh.Ns[j];
-          ws[j].cols = sh.K;
-          ws[j].data = base;
-          base += sh.Ns[j] * sh.K * 2;
-          outs[j] = {&ws[j], nullptr, yp};
-          yp += M * sh.Ns[j];
-        }
-        if (sh.Ns.size() == 1) kc::linear(x, M, ws[0], nullptr, y);
-        else kc::linear_multi(x, M, outs, static_cast<int64_t>(sh.Ns.size()));
+        pool_launch(buf.pool, SweepBuffers::kPoolBytes, span_al, i, sh.Ns, sh.K, x, M, y);
       };
       std::printf("%-11s %-5lld", sh.name, static_cast<long long>(M));
       for (size_t vi = 0; vi < std::size(variants); ++vi) {
