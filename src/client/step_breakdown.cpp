@@ -33,7 +33,7 @@ std::optional<StepBreakdown> step_breakdown(const MetricSamples& before, const M
   if (!after.count("lockstep_steps_total")) return std::nullopt;
   StepBreakdown b;
   b.steps = delta(before, after, "lockstep_steps_total");
-  b.rows = delta(before, after, "lockstep_step_rows_total");
+  b.rows = delta(before, after, "lockstep_batch_rows_total");
   b.sequences = delta(before, after, "lockstep_step_sequences_total");
   b.idle_seconds = delta(before, after, "lockstep_engine_idle_seconds_total");
   b.http_stream_seconds = delta(before, after, "lockstep_http_stream_seconds_total");

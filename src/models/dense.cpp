@@ -2,8 +2,6 @@
 // lm_head. The forward reads top to bottom; every op is a kernel from kernels/ops.h.
 #include "models/dense.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 #include "models/attention_layer.h"
 #include "models/forward_common.h"
@@ -57,7 +55,7 @@ class DenseModel final : public KvModel {
     kernels::Backend& be = *be_;
     // MoE layers that route on the host read router logits back mid-forward, so such a step is
     // never recorded; layers whose experts run on the device (moe_layer.h) read nothing back.
-    const int64_t limit = record_limit();
+    const int64_t limit = layers_record_limit(layers_, kRecordedMaxTokens);
     const std::string key = limit > 0 ? graph_key("dense", items, c.vocab_size, limit) : "";
     RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
@@ -84,12 +82,6 @@ class DenseModel final : public KvModel {
   }
 
  private:
-  // The most tokens a recorded step may hold (0: none is recorded).
-  int64_t record_limit() const {
-    int64_t limit = kRecordedMaxTokens;
-    for (const auto& L : layers_) limit = std::min(limit, feed_forward_record_limit(L.mlp, limit));
-    return limit;
-  }
   kernels::RopeTable rope_;
   kernels::Weight embed_, lm_head_;
   std::vector<DenseLayer> layers_;

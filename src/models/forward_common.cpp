@@ -84,8 +84,7 @@ void truncate_kv(KvPool& pool, SequenceState& seq, int64_t length) {
   if (length < 0 || length > seq.length)
     fail("truncate: length ", length, " outside [0, ", seq.length, "]");
   seq.length = length;
-  pool.shrink(seq.kv_blocks, length);
-  pool.make_writable(seq.kv_blocks, length);  // going back into a shared block un-shares it
+  pool.truncate(seq.kv_blocks, length);  // going back into a shared block un-shares it
 }
 
 std::string graph_key(std::string_view model, std::span<const ForwardItem> items, int64_t vocab,
@@ -97,12 +96,19 @@ std::string graph_key(std::string_view model, std::span<const ForwardItem> items
     const int64_t n = static_cast<int64_t>(it.tokens.size());
     total += n;
     max_keys = std::max(max_keys, it.seq->length + n);
-    logit_rows += it.logits == ForwardItem::Logits::None ? 0
-                  : it.logits == ForwardItem::Logits::Last ? 1
-                                                           : n;
-    key << '|' << n << (it.logits == ForwardItem::Logits::None   ? 'n'
-                        : it.logits == ForwardItem::Logits::Last ? 'l'
-                                                                 : 'a');
+    switch (it.logits) {
+      case ForwardItem::Logits::None:
+        key << '|' << n << 'n';
+        break;
+      case ForwardItem::Logits::Last:
+        key << '|' << n << 'l';
+        logit_rows += 1;
+        break;
+      case ForwardItem::Logits::All:
+        key << '|' << n << 'a';
+        logit_rows += n;
+        break;
+    }
     if (it.keep_rollback) key << 'r';  // a hybrid verify block also copies its rollback data
   }
   if (total > max_tokens || logit_rows * vocab * 4 > kRecordedMaxLogitBytes) return "";

@@ -58,6 +58,12 @@ class KvPool {
   // Lets go of the blocks past what `tokens` positions need; a block returns to the free list
   // when its last holder lets go.
   void shrink(std::vector<int32_t>& blocks, int64_t tokens);
+  // A sequence going back to `length` positions: shrink, then make_writable (the block `length`
+  // falls in is where its next write goes).
+  void truncate(std::vector<int32_t>& blocks, int64_t length) {
+    shrink(blocks, length);
+    make_writable(blocks, length);
+  }
 
   // How many sequences / cache entries hold `block` (0: free).
   int32_t holders(int32_t block) const;

@@ -89,5 +89,12 @@ void feed_forward(const FeedForward& ffn, const float* h, int64_t T, float* out,
 // nothing back to the host: `dense_limit` for a dense MLP, kernels::kMoeDeviceMaxTokens for experts
 // on the device (more tokens route on the host), 0 for experts routed on the host.
 int64_t feed_forward_record_limit(const FeedForward& ffn, int64_t dense_limit);
+// The same over a model's layers (each with its feed-forward `mlp`): the most tokens a recorded
+// step may hold, 0 when none may be recorded.
+template <typename Layers>
+int64_t layers_record_limit(const Layers& layers, int64_t dense_limit) {
+  for (const auto& L : layers) dense_limit = feed_forward_record_limit(L.mlp, dense_limit);
+  return dense_limit;
+}
 
 }  // namespace lockstep

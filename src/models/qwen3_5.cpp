@@ -122,8 +122,7 @@ class HybridModel final : public Model {
     }
     seq.length = length;
     seq.rollback_floor = st.has_floor ? st.floor_tokens : length;
-    kv_.shrink(seq.kv_blocks, length);
-    kv_.make_writable(seq.kv_blocks, length);  // going back into a shared block un-shares it
+    kv_.truncate(seq.kv_blocks, length);  // going back into a shared block un-shares it
   }
 
   ForwardResult forward(std::span<const ForwardItem> items) override {
@@ -139,7 +138,7 @@ class HybridModel final : public Model {
     // changes.
     // MoE layers that route on the host read router logits back mid-forward, so such a step is
     // never recorded; layers whose experts run on the device (moe_layer.h) read nothing back.
-    const int64_t limit = record_limit();
+    const int64_t limit = layers_record_limit(layers_, kRecordedMaxTokens);
     const std::string key = limit > 0 ? graph_key("hybrid", items, c.vocab_size, limit) : "";
     RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_, c.max_position_embeddings, c.vocab_size, be,
@@ -235,12 +234,6 @@ class HybridModel final : public Model {
   }
 
  private:
-  // The most tokens a recorded step may hold (0: none is recorded).
-  int64_t record_limit() const {
-    int64_t limit = kRecordedMaxTokens;
-    for (const auto& L : layers_) limit = std::min(limit, feed_forward_record_limit(L.mlp, limit));
-    return limit;
-  }
   static HybridState& state_of(SequenceState& seq) {
     auto* st = dynamic_cast<HybridState*>(seq.recurrent.get());
     if (!st) fail("hybrid model: sequence was not created by this model");

@@ -41,7 +41,6 @@ void StepProfile::end_step(std::span<const ForwardItem> items) {
   admit = std::max(0.0, admit - (waited - idle_at_start_));
   for (size_t p = 0; p < kStepPhases; ++p) totals_.seconds[p] += step_[p];
   ++totals_.steps;
-  for (const ForwardItem& item : items) totals_.rows += item.tokens.size();
   totals_.sequences += items.size();
   queue_.update([this](EngineMetrics& m) { m.steps = totals_; });
   // What follows until the next start_step (the loop's condition checks) belongs to no step.

@@ -33,10 +33,10 @@ const char* step_phase_name(StepPhase phase);
 
 // Totals since the engine started. A step is one turn of the loop that had sequences to run
 // (it runs at most one forward); turns that found nothing to do are idle, not steps.
+// (Their token rows are EngineMetrics::batch_rows_total.)
 struct StepTotals {
   std::array<double, kStepPhases> seconds{};  // wall seconds per phase, indexed by StepPhase
   uint64_t steps = 0;
-  uint64_t rows = 0;       // token rows over all forwards (prefill chunk tokens + decode tokens)
   uint64_t sequences = 0;  // items over all forwards (one per sequence that took part)
 };
 

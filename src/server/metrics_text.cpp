@@ -24,7 +24,6 @@ void step_metrics(std::ostringstream& out, const EngineMetrics& m) {
         << m.steps.seconds[p] << '\n';
   metric(out, "steps_total", "counter", "Engine loop turns that had sequences to run (at most one forward each).",
          double(m.steps.steps));
-  metric(out, "step_rows_total", "counter", "Token rows over the steps' forwards.", double(m.steps.rows));
   metric(out, "step_sequences_total", "counter", "Sequences over the steps' forwards (one item each).",
          double(m.steps.sequences));
   metric(out, "engine_idle_seconds_total", "counter",

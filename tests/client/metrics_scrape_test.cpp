@@ -13,7 +13,7 @@ const char* kScrape =
     "# HELP lockstep_steps_total Engine loop turns.\n"
     "# TYPE lockstep_steps_total counter\n"
     "lockstep_steps_total 10\n"
-    "lockstep_step_rows_total 40\n"
+    "lockstep_batch_rows_total 40\n"
     "lockstep_step_sequences_total 20\n"
     "lockstep_step_seconds_total{phase=\"retire\"} 0.01\n"
     "lockstep_step_seconds_total{phase=\"admit\"} 0.02\n"
@@ -38,7 +38,7 @@ TEST(StepBreakdown, DifferenceOfTwoScrapesInLoopOrder) {
   MetricSamples before = after;
   before["lockstep_steps_total"] = 6;
   before["lockstep_step_seconds_total{phase=\"forward\"}"] = 1.1;
-  before.erase("lockstep_step_rows_total");  // absent before: counts from 0
+  before.erase("lockstep_batch_rows_total");  // absent before: counts from 0
   const auto b = step_breakdown(before, after);
   ASSERT_TRUE(b);
   EXPECT_DOUBLE_EQ(b->steps, 4);

@@ -280,8 +280,7 @@ template <int HD>
 bool launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override) {
   // One 16-row tile per block, the chunk spread over the block's 8 warps.
   const int rmax = 16 / a.group;
-  a.rows = rows_override > 0 ? std::min(rows_override, rmax)
-                             : (a.rows_hint > 0 ? std::min(rmax, a.rows_hint) : rmax);
+  a.rows = a.rows_per_block(rmax, rmax, rows_override);
   const int64_t nrb = (T + a.rows - 1) / a.rows;
   // Value columns in two blocks (DS 2) only when forced (path 4, tests and benchmarks): one block
   // per chunk was faster at every length measured, even where DS 2 doubles the blocks of a

@@ -88,6 +88,13 @@ struct AttnArgs {
   int window;  // > 0: row t sees positions [max(0, n_keys[t] - window), n_keys[t]) (first_key)
   int rows;  // query rows per block (rows * group <= 16 * warps)
   int rows_hint;  // > 0: rows come in items of at most this many (host-side launch choice only)
+  // Query rows per block for a launch that holds at most `rmax`: a test's override, else
+  // `preferred` capped at an item's rows (a block then holds one item, whose rows share keys).
+  int rows_per_block(int rmax, int preferred, int override_rows) const {
+    if (override_rows > 0) return override_rows < rmax ? override_rows : rmax;
+    const int r = preferred < rmax ? preferred : rmax;
+    return rows_hint > 0 && rows_hint < r ? rows_hint : r;
+  }
   const uint16_t* k;  // BF16 cache (kv_write rounded it)
   const uint16_t* v;
   float scale;

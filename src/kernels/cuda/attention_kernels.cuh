@@ -539,9 +539,8 @@ void launch_walk(AttnArgs a, int64_t T) {
   const int rmax = NW * 16 / a.group;
   // As many rows per block as fit, fewer when that would leave multiprocessors idle.
   const int64_t fill = (T * a.n_kv_heads + sm_count() - 1) / sm_count();
-  a.rows = rows_override > 0 ? std::min(rows_override, rmax)
-                             : static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill)));
-  if (rows_override <= 0 && a.rows_hint > 0) a.rows = std::min(a.rows, a.rows_hint);  // an item a block
+  a.rows = a.rows_per_block(rmax, static_cast<int>(std::min<int64_t>(rmax, std::max<int64_t>(1, fill))),
+                            rows_override);
   const int64_t blocks = (T + a.rows - 1) / a.rows * a.n_kv_heads;
   launch("attn_walk", attn_walk<HD, NW>, static_cast<unsigned>(blocks), NW * 32, Ly::kBytes, a);
 }
@@ -564,8 +563,7 @@ void run(AttnArgs a, int64_t T) {
   }
   if (!decode) {
     const int rmax = Geo<HD>::kSplitWarps * 16 / a.group;
-    a.rows = rows_override > 0 ? std::min(rows_override, rmax)
-                               : (a.rows_hint > 0 ? std::min(rmax, a.rows_hint) : rmax);
+    a.rows = a.rows_per_block(rmax, rmax, rows_override);
     launch_split<HD>(a, (T + a.rows - 1) / a.rows);
   }
   launch("attn_merge", attn_merge<HD>, static_cast<unsigned>(T * a.n_heads), HD, 0, a);

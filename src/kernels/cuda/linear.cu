@@ -233,7 +233,7 @@ void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& 
   }
   const uint16_t* xb = x_to_bf16(x, M, K);
   for (const Group& g : gs) {
-    if (M <= 64 && wgmma_for_batch(g, xb, m, k, S_of(g))) launch_wgmma_batch(g, xb, m, k, S_of(g));
+    if (M <= 64 && wgmma_for_batch(g, xb, m, k, S_of(g))) launch_tiled(g, xb, m, k, S_of(g));
     else if (M <= 32) launch_skinny_bf16<4>(g, xb, m, k, S_of(g));
     else if (M <= 64) launch_skinny_bf16<8>(g, xb, m, k, S_of(g));
     else launch_tiled(g, xb, m, k, S_of(g));

@@ -110,7 +110,8 @@ const uint16_t* x_to_bf16(const float* x, int64_t M, int64_t K);
 // linear() of a quantized weight in the GPU layout of linear_quant.cuh (linear_quant.cu).
 void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias, float* y);
 
-// The tiled kernels (linear_tiled.cu): one group against bf16 x, M > 64, split count S. On a
+// The tiled kernels (linear_tiled.cu): one group against bf16 x, M > 64 (or M > 16 where
+// wgmma_for_batch says so), split count S. On a
 // compute capability 9.0 device it runs the wgmma kernel (linear_wgmma.cu), else (or with
 // LOCKSTEP_CUDA_WGMMA=0, or a forced mma.sync tile) the mma.sync tiles; the bits are the same.
 void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S);
@@ -125,10 +126,8 @@ void launch_wgmma(const Group& g, const uint16_t* x, int M, int K, int S, int ti
 // The tile launch_wgmma picks for M tokens (4..9, see there).
 int pick_wgmma_tile(const Group& g, int M, int S);
 // 16 < M <= 64 (batched decode, verify blocks): whether the wgmma kernel (SPLIT tiles where the
-// weight has pieces) runs instead of the skinny kernel: a forced tile 8 / 9,
-// LOCKSTEP_CUDA_BATCH_LINEAR, else the measured rule. The bits are the same either way.
+// weight has pieces; launched through launch_tiled) runs instead of the skinny kernel: a forced
+// tile 8 / 9, LOCKSTEP_CUDA_BATCH_LINEAR, else the measured rule. The bits are the same either way.
 bool wgmma_for_batch(const Group& g, const uint16_t* x, int M, int K, int S);
-// The launch for that case (linear_tiled.cu: the forced tile, else the pick).
-void launch_wgmma_batch(const Group& g, const uint16_t* x, int M, int K, int S);
 
 }  // namespace lockstep::kernels::cuda::lin

@@ -254,10 +254,6 @@ bool wgmma_for_batch(const Group& g, const uint16_t* x, int M, int K, int S) {
   return S > 1 && static_cast<int64_t>(g.blocks(128)) * S <= sm_count();
 }
 
-void launch_wgmma_batch(const Group& g, const uint16_t* x, int M, int K, int S) {
-  launch_wgmma(g, x, M, K, S, tile_override >= 8 ? tile_override : 0);
-}
-
 }  // namespace lin
 
 namespace testing {
