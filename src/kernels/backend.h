@@ -242,12 +242,13 @@ class Backend {
   virtual void attention(const float* q, int64_t T, const AttentionBatch& rows, int64_t n_heads,
                          const KvLayerView& kv, float scale, float* out) = 0;
   // A mixture-of-experts token's output from its k expert outputs, in one fixed order: row t of
-  // out (D floats) = sum over rank j = 0..k-1 of weights[t][j] * expert_out[t * k + j] (each
+  // out (D floats) = sum over rank j = 0..k-1 of weights[t][j] * expert_out[r(t * k + j)] (each
   // product and each sum rounded separately, j ascending), then, when `shared` is not null,
-  // + sigmoid(shared_gate[t]) * shared[t] (the shared expert; shared_gate [T]).
-  virtual void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k,
-                           int64_t D, const float* shared, const float* shared_gate,
-                           float* out) = 0;
+  // + sigmoid(shared_gate[t]) * shared[t] (the shared expert; shared_gate [T]). r(i) = rows[i]
+  // (the grouped row of assignment i: moe_group's slot), or i when rows is null.
+  virtual void moe_combine(const float* expert_out, const int32_t* rows, const float* weights,
+                           int64_t T, int64_t k, int64_t D, const float* shared,
+                           const float* shared_gate, float* out) = 0;
   // out[i] = x[rows[i]] (rows of D floats).
   virtual void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                            float* out) = 0;
@@ -279,12 +280,18 @@ class Backend {
   // active experts, then (expert, first grouped row, rows) for each, in expert order.
   virtual void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E,
                          int32_t* source, int32_t* slot, int32_t* groups);
+  // moe_route then moe_group (the default: the two calls); a backend may do both in one launch.
+  virtual void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k,
+                               bool normalize, const float* expert_scale, int32_t* experts,
+                               float* weights, int32_t* source, int32_t* slot, int32_t* groups);
   // For each active expert e of `groups` and p < P: rows [first, first + rows) of y[p] ([n][N])
-  // = those rows of x ([n][K]) times w[e * P + p], bitwise linear() of those rows alone. T: the
-  // call's tokens (an expert gets at most T rows); n = T * k.
+  // = those rows of x ([n][K]) times w[e * P + p], bitwise linear() of those rows alone. With
+  // x_rows ([n]: moe_group's source), grouped row i of x is x's row x_rows[i] (x then [T][K], the
+  // tokens themselves: no gathered copy). T: the call's tokens (an expert gets at most T rows);
+  // n = T * k.
   virtual void linear_experts(std::span<const Weight* const> w, int64_t P, const float* x,
-                              std::span<float* const> y, const int32_t* groups, int64_t T,
-                              int64_t n);
+                              const int32_t* x_rows, std::span<float* const> y,
+                              const int32_t* groups, int64_t T, int64_t n);
 
   // Gated DeltaNet: every span's tokens, in order, through the per-token step of
   // kernels/gated_delta.h (conv + SiLU, l2-normalised q/k, gates, the delta rule per value head).

@@ -501,14 +501,14 @@ class CudaBackend final : public Backend {
   void linear_grouped(std::span<const LinearJob> jobs) override {
     for (const LinearJob& j : jobs) linear(j.x, j.M, *j.w, j.bias, j.y);
   }
-  void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k,
-                   int64_t D, const float* shared, const float* shared_gate,
+  void moe_combine(const float* expert_out, const int32_t* rows, const float* weights, int64_t T,
+                   int64_t k, int64_t D, const float* shared, const float* shared_gate,
                    float* out) override {
-    if (skip(Trace() << 29 << expert_out << weights << T << k << D << shared << shared_gate
-                     << out))
+    if (skip(Trace() << 29 << expert_out << rows << weights << T << k << D << shared
+                     << shared_gate << out))
       return;
     OpScope t(prof_.get(), "moe_combine");
-    cuda::moe_combine(expert_out, weights, T, k, D, shared, shared_gate, out);
+    cuda::moe_combine(expert_out, rows, weights, T, k, D, shared, shared_gate, out);
   }
   // MoE on the device (backend.h). LOCKSTEP_CUDA_MOE_DEVICE=0 keeps host routing and one launch
   // per expert projection (the same bits; for an A/B of the two paths).
@@ -534,18 +534,28 @@ class CudaBackend final : public Backend {
     OpScope t(prof_.get(), "moe_group");
     cuda::moe_group(experts, T, k, E, source, slot, groups);
   }
+  void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
+                       const float* expert_scale, int32_t* experts, float* weights,
+                       int32_t* source, int32_t* slot, int32_t* groups) override {
+    if (skip(Trace() << 43 << logits << T << E << k << static_cast<int64_t>(normalize)
+                     << expert_scale << experts << weights << source << slot << groups))
+      return;
+    OpScope t(prof_.get(), "moe_route_group");
+    cuda::moe_route_group(logits, T, E, k, normalize, expert_scale, experts, weights, source,
+                          slot, groups);
+  }
   void linear_experts(std::span<const Weight* const> w, int64_t P, const float* x,
-                      std::span<float* const> y, const int32_t* groups, int64_t T,
-                      int64_t n) override {
+                      const int32_t* x_rows, std::span<float* const> y, const int32_t* groups,
+                      int64_t T, int64_t n) override {
     if (static_cast<int64_t>(y.size()) != P)
       fail("CUDA linear_experts: ", y.size(), " outputs for ", P, " projections");
     const cuda::ExpertTable& table = expert_table(w, P);
     Trace tr;
-    tr << 42 << static_cast<const void*>(table.w) << P << x << groups << T << n;
+    tr << 42 << static_cast<const void*>(table.w) << P << x << x_rows << groups << T << n;
     for (float* yp : y) tr << static_cast<const void*>(yp);
     if (skip(tr)) return;
     OpScope t(prof_.get(), prof_ ? shape_name("linear_experts", table.shape) : "");
-    cuda::linear_experts(table, x, y.data(), groups, T, n);
+    cuda::linear_experts(table, x, x_rows, y.data(), groups, T, n);
   }
   void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                    float* out) override {

@@ -62,7 +62,9 @@ struct Gemma4Moe {
   kernels::Weight router;                // [E][H]
   kernels::Floats router_scale;          // [H]
   std::vector<float> per_expert_scale;   // [E], host: multiplies the routing weights
+  kernels::Floats per_expert_scale_dev;  // the same in backend memory (device routing)
   std::vector<ExpertWeights> experts;
+  ExpertSet set;                         // the device path's view of `experts`
   kernels::Floats post_norm_1, pre_norm_2, post_norm_2;
   int64_t top_k = 0;
 };
@@ -225,6 +227,8 @@ class Gemma4Model final : public KvModel {
     m->router_scale = be.upload(vector_f32(w, lp + "router.scale", H));
     m->per_expert_scale = vector_f32(w, lp + "router.per_expert_scale", E);
     m->experts = load_experts(w, c, lp, be);
+    m->set = expert_set(m->experts, be);
+    if (m->set.on_device) m->per_expert_scale_dev = be.upload(m->per_expert_scale);
     m->post_norm_1 = be.upload(vector_f32(w, lp + "post_feedforward_layernorm_1.weight", H));
     m->pre_norm_2 = be.upload(vector_f32(w, lp + "pre_feedforward_layernorm_2.weight", H));
     m->post_norm_2 = be.upload(vector_f32(w, lp + "post_feedforward_layernorm_2.weight", H));
@@ -306,13 +310,23 @@ class Gemma4Model final : public KvModel {
     be.rms_norm(x, T, H, m.router_scale.data(), eps, false, routed_in.data());
     be.scale(routed_in.data(), T * H, static_cast<float>(std::pow(static_cast<double>(H), -0.5)));
     be.linear(routed_in.data(), T, m.router, nullptr, logits.data());
-    Routing r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, true);
-    for (size_t i = 0; i < r.weights.size(); ++i) r.weights[i] *= m.per_expert_scale[r.experts[i]];
-
     kernels::Floats expert_out = be.array<float>(T * H);
-    be.rms_norm(x, T, H, m.pre_norm_2.data(), eps, false, routed_in.data());
-    routed_experts_forward(m.experts, true, routed_in.data(), T, r, nullptr, nullptr,
-                           expert_out.data(), be);
+    if (m.set.on_device && T <= kernels::kMoeDeviceMaxTokens) {
+      // Routed on the device (route_tokens' bits, per_expert_scale applied as below): no read
+      // back in the middle of the forward.
+      const DeviceRouting r = route_on_device(logits.data(), T, E, m.top_k, true,
+                                              m.per_expert_scale_dev.data(), be);
+      be.rms_norm(x, T, H, m.pre_norm_2.data(), eps, false, routed_in.data());
+      routed_experts_forward_device(m.set, true, routed_in.data(), r, nullptr, nullptr,
+                                    expert_out.data(), be);
+    } else {
+      Routing r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, true);
+      for (size_t i = 0; i < r.weights.size(); ++i)
+        r.weights[i] *= m.per_expert_scale[r.experts[i]];
+      be.rms_norm(x, T, H, m.pre_norm_2.data(), eps, false, routed_in.data());
+      routed_experts_forward(m.experts, true, routed_in.data(), T, r, nullptr, nullptr,
+                             expert_out.data(), be);
+    }
     be.rms_norm(expert_out.data(), T, H, m.post_norm_2.data(), eps, false, expert_out.data());
     be.rms_norm(mlp_out, T, H, m.post_norm_1.data(), eps, false, mlp_out);
     be.add(mlp_out, expert_out.data(), T * H);

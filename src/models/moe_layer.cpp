@@ -72,20 +72,15 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   kernels::Floats logits = be.array<float>(T * E);
   be.linear(h, T, m.router, nullptr, logits.data());
   if (m.set.on_device && T <= kernels::kMoeDeviceMaxTokens) {
-    const int64_t k = m.top_k;
-    kernels::Ints experts = be.array<int32_t>(T * k);
-    kernels::Floats weights = be.array<float>(T * k);
-    be.moe_route(logits.data(), T, E, k, m.normalize, nullptr, experts.data(), weights.data());
+    const DeviceRouting r = route_on_device(logits.data(), T, E, m.top_k, m.normalize, nullptr, be);
     if (!m.has_shared) {
-      routed_experts_forward_device(m.set, false, h, T, k, experts.data(), weights.data(),
-                                    nullptr, nullptr, out, be);
+      routed_experts_forward_device(m.set, false, h, r, nullptr, nullptr, out, be);
       return;
     }
     kernels::Floats shared = be.array<float>(T * H), shared_gate = be.array<float>(T);
     mlp_forward(m.shared, h, T, shared.data(), be);
     be.linear(h, T, m.shared_gate, nullptr, shared_gate.data());
-    routed_experts_forward_device(m.set, false, h, T, k, experts.data(), weights.data(),
-                                  shared.data(), shared_gate.data(), out, be);
+    routed_experts_forward_device(m.set, false, h, r, shared.data(), shared_gate.data(), out, be);
     return;
   }
   const Routing r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, m.normalize);
@@ -150,10 +145,8 @@ void routed_experts_forward(std::span<const ExpertWeights> experts, bool gelu_ta
                     ys.data() + at * H});
   }
   be.linear_grouped(jobs);
-  // Back into (token, rank) order, then each token's fixed-order combination.
-  kernels::Floats ranked = be.array<float>(n * H);
-  be.gather_rows(ys.data(), slot.data(), n, H, ranked.data());
-  be.moe_combine(ranked.data(), weights.data(), T, k, H, shared, shared_gate, out);
+  // Each token's fixed-order combination, its rank j's row found through slot.
+  be.moe_combine(ys.data(), slot.data(), weights.data(), T, k, H, shared, shared_gate, out);
 }
 
 ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Backend& be) {
@@ -167,34 +160,59 @@ ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Back
   return s;
 }
 
-// The device form of routed_experts_forward: the same buffers and ops, with group_by_expert done
-// by moe_group and the per-expert jobs of each linear_grouped call done by one linear_experts
-// launch that reads the active experts and their rows from the groups table.
+namespace {
+DeviceRouting device_routing_buffers(int64_t T, int64_t E, int64_t k, kernels::Backend& be) {
+  if (T > kernels::kMoeDeviceMaxTokens)
+    fail("MoE device routing: ", T, " tokens (at most ", kernels::kMoeDeviceMaxTokens, ")");
+  const int64_t n = T * k;
+  return {be.array<int32_t>(n), be.array<float>(n), be.array<int32_t>(n), be.array<int32_t>(n),
+          be.array<int32_t>(kernels::moe_groups_size(T, k, E)), T, k};
+}
+}  // namespace
+
+DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t k,
+                              bool normalize, const float* expert_scale, kernels::Backend& be) {
+  DeviceRouting r = device_routing_buffers(T, E, k, be);
+  be.moe_route_group(logits, T, E, k, normalize, expert_scale, r.experts.data(), r.weights.data(),
+                     r.source.data(), r.slot.data(), r.groups.data());
+  return r;
+}
+
 void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
                                    int64_t T, int64_t k, const int32_t* experts,
                                    const float* weights, const float* shared,
                                    const float* shared_gate, float* out, kernels::Backend& be) {
+  const int64_t E = static_cast<int64_t>(set.down.size());
+  DeviceRouting r = device_routing_buffers(T, E, k, be);
+  be.moe_group(experts, T, k, E, r.source.data(), r.slot.data(), r.groups.data());
+  be.copy_2d(r.weights.data(), T * k, weights, T * k, 1, T * k);
+  routed_experts_forward_device(set, gelu_tanh, h, r, shared, shared_gate, out, be);
+}
+
+// The device form of routed_experts_forward: the same ops, with group_by_expert done by moe_group
+// and the per-expert jobs of each linear_grouped call done by one linear_experts launch that reads
+// the active experts and their rows from the groups table.
+void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
+                                   const DeviceRouting& r, const float* shared,
+                                   const float* shared_gate, float* out, kernels::Backend& be) {
   if (!set.on_device) fail("routed_experts_forward_device: the backend does not run these experts");
-  if (T > kernels::kMoeDeviceMaxTokens)
-    fail("routed_experts_forward_device: ", T, " tokens (at most ", kernels::kMoeDeviceMaxTokens,
-         ")");
-  const int64_t E = static_cast<int64_t>(set.down.size()), n = T * k;
+  const int64_t T = r.T, k = r.k, n = T * k;
   const int64_t H = set.gate_up.front()->cols, I = set.gate_up.front()->rows;
-  kernels::Ints source = be.array<int32_t>(n), slot = be.array<int32_t>(n),
-                groups = be.array<int32_t>(kernels::moe_groups_size(T, k, E));
-  be.moe_group(experts, T, k, E, source.data(), slot.data(), groups.data());
-  kernels::Floats xs = be.array<float>(n * H), gate = be.array<float>(n * I),
-                  up = be.array<float>(n * I), ys = be.array<float>(n * H);
-  be.gather_rows(h, source.data(), n, H, xs.data());
+  const int32_t* const source = r.source.data();
+  const int32_t* const slot = r.slot.data();
+  const int32_t* const groups = r.groups.data();
+  const float* const weights = r.weights.data();
+  kernels::Floats gate = be.array<float>(n * I), up = be.array<float>(n * I),
+                  ys = be.array<float>(n * H);
+  // The gate/up launch reads each grouped row's token where it is (source), the combination each
+  // rank's row where it landed (slot): no gathered copies.
   float* const gate_up[2] = {gate.data(), up.data()};
-  be.linear_experts(set.gate_up, 2, xs.data(), gate_up, groups.data(), T, n);
+  be.linear_experts(set.gate_up, 2, h, source, gate_up, groups, T, n);
   if (gelu_tanh) be.gelu_tanh_mul(gate.data(), up.data(), gate.data(), n * I);
   else be.silu_mul(gate.data(), up.data(), gate.data(), n * I);
   float* const down[1] = {ys.data()};
-  be.linear_experts(set.down, 1, gate.data(), down, groups.data(), T, n);
-  kernels::Floats ranked = be.array<float>(n * H);
-  be.gather_rows(ys.data(), slot.data(), n, H, ranked.data());
-  be.moe_combine(ranked.data(), weights, T, k, H, shared, shared_gate, out);
+  be.linear_experts(set.down, 1, gate.data(), nullptr, down, groups, T, n);
+  be.moe_combine(ys.data(), slot, weights, T, k, H, shared, shared_gate, out);
 }
 
 int64_t feed_forward_record_limit(const FeedForward& ffn, int64_t dense_limit) {

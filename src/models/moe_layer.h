@@ -46,10 +46,26 @@ struct ExpertSet {
 // The set over `experts` (which must outlive it and not move).
 ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Backend& be);
 
-// routed_experts_forward with the routing in backend memory (experts / weights [T][k], from
-// Backend::moe_route) and the grouping on the device: no host read, the same ops for any routing,
-// so the call can be recorded. Needs set.on_device and T <= kernels::kMoeDeviceMaxTokens. Bitwise
+// A call's routing and grouping in backend memory (Backend::moe_route_group): experts / weights
+// [T][k], source / slot [T k] and the groups table, for T <= kernels::kMoeDeviceMaxTokens tokens.
+struct DeviceRouting {
+  kernels::Ints experts;
+  kernels::Floats weights;
+  kernels::Ints source, slot, groups;
+  int64_t T = 0, k = 0;
+};
+// Routes router logits [T][E] (route_tokens' bits; expert_scale as Backend::moe_route) and groups
+// the assignments, on the device (one launch where it fits).
+DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t k,
+                              bool normalize, const float* expert_scale, kernels::Backend& be);
+
+// routed_experts_forward with the routing and grouping in backend memory: no host read, the same
+// ops for any routing, so the call can be recorded. Needs set.on_device. Bitwise
 // routed_experts_forward of the same routing.
+void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
+                                   const DeviceRouting& r, const float* shared,
+                                   const float* shared_gate, float* out, kernels::Backend& be);
+// The same from a routing given in backend memory (experts / weights [T][k]): groups it first.
 void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
                                    int64_t T, int64_t k, const int32_t* experts,
                                    const float* weights, const float* shared,

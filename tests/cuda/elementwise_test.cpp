@@ -1,9 +1,11 @@
 // CUDA per-row and per-element ops against the CPU kernels, and rms_norm rows across M.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
-
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -195,14 +197,26 @@ TEST_F(CudaTest, DataMovementOpsAreExact) {
 }
 
 // moe_combine: each token's k expert rows weighted and summed in rank order, then the gated shared
-// expert; every operation rounded alone on both sides, so the GPU gives the CPU's bits.
+// expert; every operation rounded alone on both sides, so the GPU gives the CPU's bits. The rows
+// may be named through a permutation (moe_group's slot): the bits of the gathered rows.
 TEST_F(CudaTest, MoeCombineMatchesCpuBitwise) {
   const int64_t T = 7, k = 3, D = 200;
   const auto y = random_floats(T * k * D, 21), w = random_floats(T * k, 22, 0.0f, 1.0f);
   const auto shared = random_floats(T * D, 23), gate = random_floats(T, 24, -4.0f, 4.0f);
-  DeviceBuffer<float> dy(y), dw(w), dshared(shared), dgate(gate), dout(T * D), dplain(T * D);
-  moe_combine(dy.get(), dw.get(), T, k, D, dshared.get(), dgate.get(), dout.get());
-  moe_combine(dy.get(), dw.get(), T, k, D, nullptr, nullptr, dplain.get());
+  std::vector<int32_t> perm(T * k);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937 rng(25);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::vector<float> placed(T * k * D);  // y's row i stored at row perm[i]
+  for (int64_t i = 0; i < T * k; ++i)
+    std::copy(y.begin() + i * D, y.begin() + (i + 1) * D, placed.begin() + perm[i] * D);
+  DeviceBuffer<float> dy(y), dplaced(placed), dw(w), dshared(shared), dgate(gate), dout(T * D),
+      dplain(T * D), dvia(T * D);
+  DeviceBuffer<int32_t> dperm(perm);
+  moe_combine(dy.get(), nullptr, dw.get(), T, k, D, dshared.get(), dgate.get(), dout.get());
+  moe_combine(dy.get(), nullptr, dw.get(), T, k, D, nullptr, nullptr, dplain.get());
+  moe_combine(dplaced.get(), dperm.get(), dw.get(), T, k, D, dshared.get(), dgate.get(),
+              dvia.get());
   std::vector<float> want(T * D), plain(T * D);
   for (int64_t t = 0; t < T; ++t)
     for (int64_t d = 0; d < D; ++d) {
@@ -213,6 +227,7 @@ TEST_F(CudaTest, MoeCombineMatchesCpuBitwise) {
     }
   EXPECT_TRUE(same_bits(dout.to_host().data(), want.data(), T * D)) << "with shared expert";
   EXPECT_TRUE(same_bits(dplain.to_host().data(), plain.data(), T * D)) << "routed only";
+  EXPECT_TRUE(same_bits(dvia.to_host().data(), want.data(), T * D)) << "rows through slot";
 }
 
 TEST_F(CudaTest, DescribesDevice) {

@@ -200,7 +200,18 @@ TEST_F(CudaTest, GroupedExpertLinearIsPerExpertLinearBitwise) {
         DeviceBuffer<float> y0(std::vector<float>(n * sh.N, NAN)), y1(std::vector<float>(n * sh.N, NAN));
         DeviceBuffer<float> r0(std::vector<float>(n * sh.N, NAN)), r1(std::vector<float>(n * sh.N, NAN));
         float* ys[2] = {y0.get(), y1.get()};
-        linear_experts(t, x.get(), ys, groups.get(), T, n);
+        linear_experts(t, x.get(), nullptr, ys, groups.get(), T, n);
+        // The same call reading the tokens through moe_group's source (no gathered copy) gives
+        // the bits of the gathered rows: xg = gather_rows(tokens, source).
+        DeviceBuffer<float> tokens(random_floats(static_cast<size_t>(T * sh.K), seed++)),
+            xg(static_cast<size_t>(n * sh.K));
+        gather_rows(tokens.get(), src.get(), n, sh.K, xg.get());
+        DeviceBuffer<float> v0(std::vector<float>(n * sh.N, NAN)), v1(std::vector<float>(n * sh.N, NAN));
+        DeviceBuffer<float> w0(std::vector<float>(n * sh.N, NAN)), w1(std::vector<float>(n * sh.N, NAN));
+        float* vs[2] = {v0.get(), v1.get()};
+        float* ws[2] = {w0.get(), w1.get()};
+        linear_experts(t, tokens.get(), src.get(), vs, groups.get(), T, n);
+        linear_experts(t, xg.get(), nullptr, ws, groups.get(), T, n);
         for (int64_t e = 0; e < E; ++e) {
           if (g.count[e] == 0) continue;
           const float* xe = x.get() + g.first[e] * sh.K;
@@ -215,6 +226,12 @@ TEST_F(CudaTest, GroupedExpertLinearIsPerExpertLinearBitwise) {
             << what << " projection 0: " << diff_summary(a0.data(), b0.data(), a0.size());
         EXPECT_TRUE(same_bits(a1.data(), b1.data(), a1.size()))
             << what << " projection 1: " << diff_summary(a1.data(), b1.data(), a1.size());
+        const std::vector<float> c0 = v0.to_host(), d0 = w0.to_host(), c1 = v1.to_host(),
+                                 d1 = w1.to_host();
+        EXPECT_TRUE(same_bits(c0.data(), d0.data(), c0.size()))
+            << what << " x through source, projection 0: " << diff_summary(c0.data(), d0.data(), c0.size());
+        EXPECT_TRUE(same_bits(c1.data(), d1.data(), c1.size()))
+            << what << " x through source, projection 1: " << diff_summary(c1.data(), d1.data(), c1.size());
       }
       free_expert_table(t);
     }

@@ -178,16 +178,21 @@ class CpuBackend final : public Backend {
     }
     kernels::attention(q, T, r, n_heads, kv, scale, out, *threads_);
   }
-  void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k,
-                   int64_t D, const float* shared, const float* shared_gate,
+  void moe_combine(const float* expert_out, const int32_t* rows, const float* weights, int64_t T,
+                   int64_t k, int64_t D, const float* shared, const float* shared_gate,
                    float* out) override {
+    auto row = [&](int64_t i) {
+      return expert_out + (rows ? static_cast<int64_t>(rows[i]) : i) * D;
+    };
     for (int64_t t = 0; t < T; ++t) {
       const float* w = weights + t * k;
-      const float* y = expert_out + t * k * D;
       float* o = out + t * D;
-      for (int64_t d = 0; d < D; ++d) o[d] = w[0] * y[d];
-      for (int64_t j = 1; j < k; ++j)
-        for (int64_t d = 0; d < D; ++d) o[d] += w[j] * y[j * D + d];
+      const float* y0 = row(t * k);
+      for (int64_t d = 0; d < D; ++d) o[d] = w[0] * y0[d];
+      for (int64_t j = 1; j < k; ++j) {
+        const float* y = row(t * k + j);
+        for (int64_t d = 0; d < D; ++d) o[d] += w[j] * y[d];
+      }
       if (!shared) continue;
       const float s = sigmoid_f32(shared_gate[t]);
       for (int64_t d = 0; d < D; ++d) o[d] += s * shared[t * D + d];

@@ -5,7 +5,7 @@
 namespace lockstep::kernels::cuda::attn {
 namespace {
 
-// Decode launch (split, head_dim <= 128, a block's virtual rows in one 16-row tile): block
+// Decode launch (split, head_dim <= 256, a block's virtual rows in one 16-row tile): block
 // (chunk c, row block, kv head, d part dz) of 8 warps. The chunk's keys, then its values (this
 // block's DV = HD / DS columns), arrive by cp.async as the cache stores them (BF16, swizzled
 // 16-byte granules, the walk's layout), the values still landing while the scores are computed;
@@ -124,19 +124,25 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
   float S[4][4];
 #pragma unroll
   for (int t = 0; t < 4; ++t) S[t][0] = S[t][1] = S[t][2] = S[t][3] = 0.0f;
+  // The k-steps' operands are loaded 8 at a time ahead of their MMAs (head_dim 256: two batches,
+  // to hold the registers); the MMAs of a score run in increasing k either way.
+  constexpr int kKb = kKt < 8 ? kKt : 8;
 #pragma unroll
   for (int jj = 0; jj < 2; ++jj) {
     if (warp * 32 + jj * 16 < npw) {
-      uint32_t af[kKt][4], b[kKt][4];
 #pragma unroll
-      for (int kk = 0; kk < kKt; ++kk) {
-        ldmatrix_x4(af[kk], qa + chunk_off(xq, 2 * kk));
-        ldmatrix_x4(b[kk], ka + jj * 16 * kRb + chunk_off(xk, 2 * kk));
-      }
+      for (int k0 = 0; k0 < kKt; k0 += kKb) {
+        uint32_t af[kKb][4], b[kKb][4];
 #pragma unroll
-      for (int kk = 0; kk < kKt; ++kk) {
-        mma_bf16_16816(S[2 * jj], af[kk], b[kk][0], b[kk][1]);
-        mma_bf16_16816(S[2 * jj + 1], af[kk], b[kk][2], b[kk][3]);
+        for (int kk = 0; kk < kKb; ++kk) {
+          ldmatrix_x4(af[kk], qa + chunk_off(xq, 2 * (k0 + kk)));
+          ldmatrix_x4(b[kk], ka + jj * 16 * kRb + chunk_off(xk, 2 * (k0 + kk)));
+        }
+#pragma unroll
+        for (int kk = 0; kk < kKb; ++kk) {
+          mma_bf16_16816(S[2 * jj], af[kk], b[kk][0], b[kk][1]);
+          mma_bf16_16816(S[2 * jj + 1], af[kk], b[kk][2], b[kk][3]);
+        }
       }
     }
   }
@@ -286,11 +292,14 @@ bool launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override)
   // per chunk was faster at every length measured, even where DS 2 doubles the blocks of a
   // short context (H200, T = 1, Qwen3-8B heads, attn_merge after it: 512 keys 8.55 vs 9.05 us,
   // 2048: 9.77 vs 9.97, 2176: 10.89 vs 12.13, 4096: 12.85 vs 15.0, 8192: 24.4 vs 29.3).
-  const bool ds2 = HD == 128 && path_override == 4;
-  int bytes = DecLayout<HD, 1>::kBytes;
-  if constexpr (HD == 128) bytes = ds2 ? DecLayout<HD, 2>::kBytes : bytes;
+  // Head_dim 256 always splits the value columns: a whole chunk's keys and values (256 KiB) do not
+  // fit; each of the two blocks stages the keys and half the values (203 KiB).
+  const bool ds2 = HD == 256 || (HD == 128 && path_override == 4);
+  int bytes = 0;
+  if constexpr (HD <= 128) bytes = DecLayout<HD, 1>::kBytes;
+  if constexpr (HD >= 128) bytes = ds2 ? DecLayout<HD, 2>::kBytes : bytes;
   if (bytes > smem_optin()) return false;
-  if constexpr (HD == 128) {
+  if constexpr (HD >= 128) {
     if (ds2) {
       constexpr int kSmem = DecLayout<HD, 2>::kBytes;
       allow_smem<attn_decode<HD, 2>>(kSmem);
@@ -298,16 +307,19 @@ bool launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override)
       launch("attn_decode", attn_decode<HD, 2>, grid, 256, kSmem, a);
     }
   }
-  if (!ds2) {
-    constexpr int kSmem = DecLayout<HD, 1>::kBytes;
-    allow_smem<attn_decode<HD, 1>>(kSmem);
-    const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
-    launch("attn_decode", attn_decode<HD, 1>, grid, 256, kSmem, a);
+  if constexpr (HD <= 128) {
+    if (!ds2) {
+      constexpr int kSmem = DecLayout<HD, 1>::kBytes;
+      allow_smem<attn_decode<HD, 1>>(kSmem);
+      const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
+      launch("attn_decode", attn_decode<HD, 1>, grid, 256, kSmem, a);
+    }
   }
   return true;
 }
 
 template bool launch_decode<64>(AttnArgs&, int64_t, int, int);
 template bool launch_decode<128>(AttnArgs&, int64_t, int, int);
+template bool launch_decode<256>(AttnArgs&, int64_t, int, int);
 
 }  // namespace lockstep::kernels::cuda::attn

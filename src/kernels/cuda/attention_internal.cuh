@@ -18,7 +18,7 @@ using namespace detail;
 constexpr int kChunk = static_cast<int>(kAttentionChunk);
 constexpr int kMaxGroup = 16;     // query heads per KV head supported
 constexpr int kSubElems = 4096;   // elements per staged sub-tile (8 KiB of BF16)
-constexpr int kSplitMaxT = 64;    // T at or below which more than one chunk takes the split launch
+constexpr int kSplitMaxT = 64;    // T at or below which rows take the split launch (attention_kernels.cuh: run)
 // The split launch's partials ([T][n_heads][n_chunks][HD + 2] floats) a call of many items
 // (rows_hint) may use before it takes the walk instead: 256 decode rows of 32 heads over 16k keys.
 constexpr int64_t kSplitMaxPartBytes = int64_t{256} << 20;

@@ -183,9 +183,10 @@ void attention(const float* q, int64_t T, const int32_t* block_tables, int64_t t
 
 // out[i][:] = x[rows[i]][:] for i < n, rows of D floats.
 void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, float* out);
-// Backend::moe_combine: one thread per output element, ranks in order, each op rounded alone.
-void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k, int64_t D,
-                 const float* shared, const float* shared_gate, float* out);
+// Backend::moe_combine: one thread per output element, ranks in order, each op rounded alone;
+// expert_out's row of assignment i is rows[i] (null: i).
+void moe_combine(const float* expert_out, const int32_t* rows, const float* weights, int64_t T,
+                 int64_t k, int64_t D, const float* shared, const float* shared_gate, float* out);
 
 // --- mixture of experts on the device (moe_route.cu, linear_experts.cu) ------------------------
 // Limits of the device routing and grouping (shared memory of one block).
@@ -201,6 +202,11 @@ void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normal
 // expert order. T * k <= kMoeMaxRows, E <= kMoeMaxExperts.
 void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t* source,
                int32_t* slot, int32_t* groups);
+// moe_route then moe_group, in one launch where one block holds them (up to 64 tokens, E up to
+// ~350), else the two launches: the same outputs.
+void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
+                     const float* expert_scale, int32_t* experts, float* weights, int32_t* source,
+                     int32_t* slot, int32_t* groups);
 // The weights of E experts' P projections (expert e's projection p at e * P + p) as device
 // tables of their data (and quantized pairs) pointers, all of one shape and format.
 struct ExpertTable {
@@ -217,9 +223,11 @@ void free_expert_table(ExpertTable& t);
 // For every active expert e of groups (moe_group) and projection p < t.P, rows
 // [first, first + rows) of y[p] ([n][N]) = those rows of x ([n][K]) times expert e's weight p:
 // bitwise linear(x + first * K, rows, W, nullptr, y[p] + first * N), in one launch whatever the
-// routing. T: the call's tokens (an expert gets at most T rows); n = T * k.
-void linear_experts(const ExpertTable& t, const float* x, float* const* y, const int32_t* groups,
-                    int64_t T, int64_t n);
+// routing. With x_rows ([n], moe_group's source), grouped row i is x's row x_rows[i] instead
+// (x [T][K]: the tokens, not gathered). T: the call's tokens (an expert gets at most T rows);
+// n = T * k.
+void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows, float* const* y,
+                    const int32_t* groups, int64_t T, int64_t n);
 
 // Backend::choose_tokens (kernels/token_choice.h) on device logits [rules.size()][V]: greedy and
 // unfiltered Gumbel-max rows, penalties included, chosen on the GPU bitwise as

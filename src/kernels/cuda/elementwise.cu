@@ -349,8 +349,8 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* _
   out[i] = x[static_cast<int64_t>(rows[i / D]) * D + i % D];
 }
 
-__global__ void moe_combine_kernel(const float* __restrict__ y, const float* __restrict__ w,
-                                   int64_t T, int64_t k, int64_t D,
+__global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ rows,
+                                   const float* __restrict__ w, int64_t T, int64_t k, int64_t D,
                                    const float* __restrict__ shared,
                                    const float* __restrict__ shared_gate, float* __restrict__ out) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
@@ -358,8 +358,9 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const float* __r
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * D) return;
   const int64_t t = i / D, d = i % D;
-  float acc = __fmul_rn(w[t * k], y[t * k * D + d]);
-  for (int64_t j = 1; j < k; ++j) acc = __fadd_rn(acc, __fmul_rn(w[t * k + j], y[(t * k + j) * D + d]));
+  auto y_of = [&](int64_t a) { return y[(rows ? static_cast<int64_t>(rows[a]) : a) * D + d]; };
+  float acc = __fmul_rn(w[t * k], y_of(t * k));
+  for (int64_t j = 1; j < k; ++j) acc = __fadd_rn(acc, __fmul_rn(w[t * k + j], y_of(t * k + j)));
   if (shared) acc = __fadd_rn(acc, __fmul_rn(sigmoid_f32(shared_gate[t]), shared[i]));
   out[i] = acc;
 }
@@ -470,10 +471,11 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, floa
   launch("gather_rows_kernel", gather_rows_kernel, blocks_for(n * D, kThreads), kThreads, 0, x, rows, n, D, out);
 }
 
-void moe_combine(const float* expert_out, const float* weights, int64_t T, int64_t k, int64_t D,
-                 const float* shared, const float* shared_gate, float* out) {
+void moe_combine(const float* expert_out, const int32_t* rows, const float* weights, int64_t T,
+                 int64_t k, int64_t D, const float* shared, const float* shared_gate, float* out) {
   if (T * D <= 0) return;
-  launch("moe_combine_kernel", moe_combine_kernel, blocks_for(T * D, kThreads), kThreads, 0, expert_out, weights, T, k, D, shared, shared_gate, out);
+  launch("moe_combine_kernel", moe_combine_kernel, blocks_for(T * D, kThreads), kThreads, 0,
+         expert_out, rows, weights, T, k, D, shared, shared_gate, out);
 }
 
 }  // namespace lockstep::kernels::cuda

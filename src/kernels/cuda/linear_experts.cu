@@ -65,8 +65,8 @@ void free_expert_table(ExpertTable& t) {
   t.w = t.sb = nullptr;
 }
 
-void linear_experts(const ExpertTable& t, const float* x, float* const* y, const int32_t* groups,
-                    int64_t T, int64_t n) {
+void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows, float* const* y,
+                    const int32_t* groups, int64_t T, int64_t n) {
   using namespace lin;
   if (T <= 0 || n <= 0) return;
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
@@ -78,6 +78,7 @@ void linear_experts(const ExpertTable& t, const float* x, float* const* y, const
   a.w = t.w;
   a.sb = reinterpret_cast<const uint32_t* const*>(t.sb);
   a.x = x;
+  a.x_rows = x_rows;
   for (int p = 0; p < t.P; ++p) a.y[p] = y[p];
   a.groups = groups;
   a.N = N, a.K = K, a.Ks = split_len(K, S), a.P = static_cast<int>(t.P);

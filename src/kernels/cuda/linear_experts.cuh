@@ -6,7 +6,8 @@
 // grid x = the weight's row blocks, grid y = 8 MT-token tiles of the expert's rows, grid z =
 // (active-expert slot, projection). The block reads its slot's (expert, first row, rows), leaves
 // when the slot or the tile is empty, and otherwise hands the body a one-weight table holding
-// that expert's weight, x at its first row and y at its first row, with M = its rows. The body's
+// that expert's weight, x at its first row (or x and the row map at its first row: x_rows) and y
+// at its first row, with M = its rows. The body's
 // K walk is fixed by (N, K) alone: S = split_count(N, K) pieces of split_len(K, S) k, k-steps in
 // increasing k, the pieces merged in order, x rounded to BF16 nearest-even (here in the fragment,
 // for every M: the same rounding as the bf16 conversion the M > 16 launches use). The rows per
@@ -23,7 +24,8 @@ constexpr int kMaxExpertProj = 2;
 struct ExpertArgs {
   const void* const* w;       // [E][P] device: each expert's weight (codes) per projection
   const uint32_t* const* sb;  // [E][P] device: quantized scale/bias pairs (null for BF16)
-  const float* x;             // [n][K] grouped rows
+  const float* x;             // [n][K] grouped rows, or with x_rows the call's token rows
+  const int32_t* x_rows;      // [n] grouped row -> row of x (moe_group's source), or null
   float* y[kMaxExpertProj];   // per projection [n][N]
   const int32_t* groups;      // moe_group: [0] active experts, then (expert, first, rows) each
   int N, K, Ks, P, lg, pair_fmt;
@@ -58,8 +60,12 @@ __global__ void __launch_bounds__(Skinny<MT, true, S, ExpertCfg<QB>, QB>::kThrea
   o.end[0] = static_cast<int>(gridDim.x);
   o.n = 1;
   const uint32_t* sb = QB == 0 ? nullptr : a.sb[e * a.P + p];
-  skinny_body<MT, true, S, ExpertCfg<QB>, QB>(o, a.x + static_cast<int64_t>(first) * a.K, rows,
-                                             a.K, a.Ks, sb, a.lg, a.pair_fmt);
+  if (a.x_rows)
+    skinny_body<MT, true, S, ExpertCfg<QB>, QB>(o, a.x, rows, a.K, a.Ks, sb, a.lg, a.pair_fmt,
+                                               a.x_rows + first);
+  else
+    skinny_body<MT, true, S, ExpertCfg<QB>, QB>(o, a.x + static_cast<int64_t>(first) * a.K, rows,
+                                               a.K, a.Ks, sb, a.lg, a.pair_fmt);
 }
 
 // Launches the grouped kernel at QB for T tokens (an expert has at most T rows) and `slots`

@@ -84,15 +84,19 @@ struct Skinny {
 // Stages FP32 x for one stage: the call's xr token rows m0.. of x [M][K], k in [k0, k0 + BK), as
 // 16-byte cp.asyncs into rows `stride` floats apart at shared address xs; k past kend zero-filled.
 // Thread tid of the NT that stage it. The skinny and the warp-specialized kernels both stage so.
+// xrows (null: none) names the rows instead: token row m is x's row xrows[m] (the grouped expert
+// linear reads its tokens where they are rather than a gathered copy: the same values).
 template <int BK, int NT>
 __device__ __forceinline__ void stage_x_f32(uint32_t xs, int stride, const float* x, int m0, int K,
-                                            int k0, int kend, int xr, int tid) {
+                                            int k0, int kend, int xr, int tid,
+                                            const int32_t* xrows = nullptr) {
   constexpr int kCpr = BK / 4;  // 16-byte chunks per x row
   for (int idx = tid; idx < xr * kCpr; idx += NT) {
     const int r = idx / kCpr, c = idx % kCpr;
     const int gk = k0 + c * 4;
     const bool ok = gk < kend;
-    const float* src = ok ? x + static_cast<int64_t>(m0 + r) * K + gk : x;
+    const int64_t row = xrows ? xrows[m0 + r] : m0 + r;
+    const float* src = ok ? x + row * K + gk : x;
     cp_async16(xs + (r * stride + c * 4) * 4, src, ok);
   }
 }
@@ -173,10 +177,12 @@ __device__ __forceinline__ void skinny_merge_store(uint8_t* smem, float (&acc)[M
 // sb, lg, pair_fmt: the quantized weight's scale/bias pairs (linear_quant.cuh), log2 of its group
 // size (a power of two >= 32) and pair format (kPairBF16 / kPairF16); unused for QB = 0. A
 // quantized launch has one weight.
+// xrows (FP32 x only; null: none): token row m of the call is x's row xrows[m] (stage_x_f32).
 template <int MT, bool XF32, int S, typename CF, int QB>
 __device__ __forceinline__ void skinny_body(const Outs& outs, const void* __restrict__ xv, int M,
                                             int K, int Ks, const uint32_t* __restrict__ sb,
-                                            int lg, int pair_fmt) {
+                                            int lg, int pair_fmt,
+                                            const int32_t* __restrict__ xrows = nullptr) {
   using C = Skinny<MT, XF32, S, CF, QB>;
   constexpr int BK = C::kBK, STAGES = C::kStages, PT = C::kPT, ROWS = C::kRows;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -254,7 +260,8 @@ __device__ __forceinline__ void skinny_body(const Outs& outs, const void* __rest
     const uint32_t xs = base + stage * stage_bytes + piece * piece_bytes + C::kRingW;
     const int k0 = kbeg + chunk * BK;
     if constexpr (XF32) {
-      stage_x_f32<BK, PT>(xs, C::kXStride, static_cast<const float*>(xv), m0, K, k0, kend, xr, ptid);
+      stage_x_f32<BK, PT>(xs, C::kXStride, static_cast<const float*>(xv), m0, K, k0, kend, xr, ptid,
+                          xrows);
     } else {
       const uint16_t* x = static_cast<const uint16_t*>(xv);
 #pragma unroll

@@ -38,16 +38,10 @@ __device__ __forceinline__ bool ranks_before(float pa, int a, float pb, int b) {
   return pa > pb || (pa == pb && a < b);
 }
 
-__global__ void moe_route_kernel(const float* __restrict__ logits, int T, int E, int k,
-                                 bool normalize, const float* __restrict__ expert_scale,
-                                 int32_t* __restrict__ experts, float* __restrict__ weights) {
-  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
-  pdl_wait();
-  extern __shared__ float sm[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int t = blockIdx.x * kRouteWarps + warp;
-  if (t >= T) return;  // whole warps leave; no block-wide barrier below
-  float* p = sm + warp * (E + 32);
+// Token t's routing by one warp (lane `lane`), in p: E + 32 floats of shared memory of its own.
+__device__ void route_token(float* p, int lane, const float* __restrict__ logits, int t, int E,
+                            int k, bool normalize, const float* __restrict__ expert_scale,
+                            int32_t* __restrict__ experts, float* __restrict__ weights) {
   float* lanes = p + E;  // 16 partial sums, then the k chosen probabilities
   const float* row = logits + static_cast<int64_t>(t) * E;
   float mx = -INFINITY;
@@ -106,15 +100,32 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int T, int E,
   }
 }
 
-constexpr int kGroupThreads = 1024;
-
-// One block: n = T * k assignments of E experts.
-__global__ void moe_group_kernel(const int32_t* __restrict__ experts, int n, int k, int E,
-                                 int32_t* __restrict__ source, int32_t* __restrict__ slot,
-                                 int32_t* __restrict__ groups) {
+__global__ void moe_route_kernel(const float* __restrict__ logits, int T, int E, int k,
+                                 bool normalize, const float* __restrict__ expert_scale,
+                                 int32_t* __restrict__ experts, float* __restrict__ weights) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
-  extern __shared__ int32_t gs[];
+  extern __shared__ float sm[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int t = blockIdx.x * kRouteWarps + warp;
+  if (t >= T) return;  // whole warps leave; no block-wide barrier below
+  route_token(sm + warp * (E + 32), lane, logits, t, E, k, normalize, expert_scale, experts,
+              weights);
+}
+
+constexpr int kGroupThreads = 1024;
+// The fused route + group launch: one block, so for a step's few tokens, within the shared memory
+// every device gives without opting in.
+constexpr int64_t kMoeFusedMaxTokens = 64;
+constexpr size_t kMoeFusedMaxSmem = 48 << 10;
+
+// The grouping of n = T * k assignments of E experts by the whole block (gs: 3 E ints of shared
+// memory).
+// experts is not __restrict__: the fused kernel reads what its own warps wrote (no
+// non-coherent loads).
+__device__ void group_rows(int32_t* gs, const int32_t* experts, int n, int k, int E,
+                           int32_t* __restrict__ source, int32_t* __restrict__ slot,
+                           int32_t* __restrict__ groups) {
   int32_t* count = gs;          // [E]
   int32_t* first = gs + E;      // [E]
   int32_t* active = gs + 2 * E; // [E]: the expert's index among the active ones
@@ -164,6 +175,36 @@ __global__ void moe_group_kernel(const int32_t* __restrict__ experts, int n, int
   }
 }
 
+// One block: n = T * k assignments of E experts.
+__global__ void moe_group_kernel(const int32_t* __restrict__ experts, int n, int k, int E,
+                                 int32_t* __restrict__ source, int32_t* __restrict__ slot,
+                                 int32_t* __restrict__ groups) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  extern __shared__ int32_t gs[];
+  group_rows(gs, experts, n, k, E, source, slot, groups);
+}
+
+// moe_route then moe_group in one block (a decode step's few tokens: one launch fewer per MoE
+// layer): warp w routes tokens w, w + 32, ..., each in shared memory of its own, the block waits
+// (the routing's global writes are then visible to the whole block), then groups them. The same
+// functions, so the same bits as the two launches.
+__global__ void moe_route_group_kernel(const float* __restrict__ logits, int T, int E, int k,
+                                       bool normalize, const float* __restrict__ expert_scale,
+                                       int32_t* experts, float* __restrict__ weights,
+                                       int32_t* __restrict__ source, int32_t* __restrict__ slot,
+                                       int32_t* __restrict__ groups) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  extern __shared__ float sm[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  for (int t = warp; t < T; t += warps)
+    route_token(sm + warp * (E + 32), lane, logits, t, E, k, normalize, expert_scale, experts,
+                weights);
+  __syncthreads();
+  group_rows(reinterpret_cast<int32_t*>(sm), experts, T * k, k, E, source, slot, groups);
+}
+
 }  // namespace
 
 void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
@@ -186,6 +227,25 @@ void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t*
   const size_t smem = static_cast<size_t>(3 * E) * sizeof(int32_t);
   launch("moe_group_kernel", moe_group_kernel, 1, kGroupThreads, smem, experts,
          static_cast<int>(T * k), static_cast<int>(k), static_cast<int>(E), source, slot, groups);
+}
+
+void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
+                     const float* expert_scale, int32_t* experts, float* weights, int32_t* source,
+                     int32_t* slot, int32_t* groups) {
+  constexpr int kWarps = kGroupThreads / 32;
+  const size_t route_smem = static_cast<size_t>(kWarps) * (E + 32) * sizeof(float);
+  const size_t group_smem = static_cast<size_t>(3 * E) * sizeof(int32_t);
+  if (T > kMoeFusedMaxTokens || std::max(route_smem, group_smem) > kMoeFusedMaxSmem) {
+    moe_route(logits, T, E, k, normalize, expert_scale, experts, weights);
+    moe_group(experts, T, k, E, source, slot, groups);
+    return;
+  }
+  if (k < 1 || k > E || k > 32)
+    fail("CUDA moe_route_group: k = ", k, " outside [1, min(", E, ", 32)]");
+  if (T <= 0) return;
+  launch("moe_route_group_kernel", moe_route_group_kernel, 1, kGroupThreads,
+         std::max(route_smem, group_smem), logits, static_cast<int>(T), static_cast<int>(E),
+         static_cast<int>(k), normalize, expert_scale, experts, weights, source, slot, groups);
 }
 
 }  // namespace lockstep::kernels::cuda
