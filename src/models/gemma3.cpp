@@ -81,8 +81,11 @@ class Gemma3Model final : public KvModel {
     const ModelConfig& c = config_;
     const int64_t H = c.hidden_size;
     kernels::Backend& be = *be_;
+    // A decode or verify step reads nothing back mid-forward: a backend may record and replay it.
+    const std::string key = graph_key("gemma3", items, c.vocab_size);
+    RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_global_, c.max_position_embeddings,
-                                c.vocab_size, be);
+                                c.vocab_size, be, !key.empty());
     const int64_t T = static_cast<int64_t>(b.tokens.size());
     const float eps = static_cast<float>(c.rms_norm_eps);
     // The sliding layers' cos/sin: the same positions through their own table.

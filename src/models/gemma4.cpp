@@ -19,6 +19,7 @@
 // values at the same absolute positions, so sharing changes memory, never bits.
 #include "models/gemma4.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -152,8 +153,14 @@ class Gemma4Model final : public KvModel {
     const ModelConfig& c = config_;
     const int64_t H = c.hidden_size;
     kernels::Backend& be = *be_;
+    // A step reads nothing back mid-forward (MoE layers route on the device up to
+    // kMoeDeviceMaxTokens, else on the host: then never recorded), so a backend may record and
+    // replay it.
+    const int64_t limit = record_limit();
+    const std::string key = limit > 0 ? graph_key("gemma4", items, c.vocab_size, limit) : "";
+    RecordedStep step(be, key);
     FlatBatch b = flatten_batch(items, kv_, rope_sliding_, c.max_position_embeddings,
-                                c.vocab_size, be);
+                                c.vocab_size, be, !key.empty());
     const int64_t T = static_cast<int64_t>(b.tokens.size());
     // The full layers' cos/sin: the same positions through their own table.
     std::vector<float> full_host(T * rope_full_.rotary_dim());
@@ -174,6 +181,15 @@ class Gemma4Model final : public KvModel {
   }
 
  private:
+  // The most tokens a recorded step may hold: the dense bound, or the device-routing bound when a
+  // layer has experts (0 when one routes on the host).
+  int64_t record_limit() const {
+    int64_t limit = kRecordedMaxTokens;
+    for (const Gemma4Layer& L : layers_)
+      if (L.moe) limit = L.moe->set.on_device ? std::min(limit, kernels::kMoeDeviceMaxTokens) : 0;
+    return limit;
+  }
+
   Gemma4Layer load_layer(const Checkpoint& w, const ModelConfig& c, const std::string& lp,
                          int64_t l, kernels::Backend& be) {
     const int64_t H = c.hidden_size, P = c.gemma4.per_layer_input_size;

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # MoE decode on the GPU, where its time goes and whether a change kept the bits, in one call each:
-#   tools/cuda/moe_profile_on_device.sh profile   random qwen3-30b-a3b and qwen3.5-35b-a3b shapes
-#       (LAYERS layers, default 12, BF16): `bench --device cuda -p 128 -n 64 -r 3`, the per-op table
-#       of LOCKSTEP_CUDA_PROFILE=1, and ncu (--clock-control none, caches flushed between kernels)
-#       of every kernel of a short eager run, as CSV (ncu_<shape>.csv: duration and DRAM bytes per
+#   tools/cuda/moe_profile_on_device.sh profile   random checkpoints of SHAPES (shape:layers, BF16;
+#       default qwen3-30b-a3b:12 qwen3.5-35b-a3b:12 gemma-4-26b-a4b:6 qwen3-8b:12): `bench --device
+#       cuda -p 128 -n 64 -r 3`, the per-op table of LOCKSTEP_CUDA_PROFILE=1, and ncu
+#       (--clock-control none, caches flushed between kernels; NCU=first (default), all or 0) of
+#       every kernel of a short eager run, as CSV (ncu_<shape>.csv: duration and DRAM bytes per
 #       launch; fold it with tools/cuda/ncu_summary.py). With an old engine (below), the bench
-#       runs both binaries, alternated, over 2 rounds, at -p 128 and -p 2048.
-#   tools/cuda/moe_profile_on_device.sh check     the GPU op tests of attention and MoE, the
-#       generation gate on small MoE shapes and a dense Qwen3-0.6B shape, and, with an old engine,
-#       greedy tokens and score logit hashes of old and new binaries compared (a speed change
-#       must not move a bit).
+#       runs both binaries, alternated, at -p 128 (2 rounds) and -p 2048 (1), and a small Gemma 4
+#       MoE is gated and compared old against new first (GEMMA=0 leaves it out).
+#   tools/cuda/moe_profile_on_device.sh check     the GPU op tests of attention, MoE and Gemma
+#       ops, the generation gate (CHECK=moe: small MoE shapes and a dense Qwen3-0.6B shape;
+#       CHECK=gemma: the small Gemma 3 / 4 / 4-MoE presets with drafts and Gemma 4's assistant;
+#       CHECK="moe gemma": both), and, with an old engine, greedy tokens and score logit hashes of
+#       old and new binaries compared (a speed change must not move a bit).
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz; an
 # old engine to compare with travels as .cuda-carry-old/engine.tar.xz (bin/lockstep,
 # bin/run-lockstep, lib/ of an earlier pack).
@@ -20,7 +23,6 @@ out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out"
 . "$root/tools/cuda/engine_env.sh"  # $carry, $bin, LOCKSTEP_CUBLAS_DIR
 mode="${1:-profile}"
-layers="${LAYERS:-12}"
 work=/tmp/lockstep-moe-profile
 mkdir -p "$work"
 summary="$out/summary.txt"
@@ -37,38 +39,61 @@ if [ -f "$root/.cuda-carry-old/engine.tar.xz" ]; then
 fi
 
 if [ "$mode" = check ]; then
+  # CHECK: moe (default), gemma or "moe gemma".
+  sets="${CHECK:-moe}"
   if [ -x "$carry/bin/run-cuda_tests" ]; then
-    stamp "cuda_tests (attention, MoE, elementwise)"
+    stamp "cuda_tests (attention, MoE, elementwise, Gemma ops)"
     timeout 400 "$carry/bin/run-cuda_tests" \
-      --gtest_filter='*Attention*:*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*MoeCombine*:*Elementwise*' \
+      --gtest_filter='*Attention*:*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*MoeCombine*:*Elementwise*:*GemmaOps*' \
       >"$out/cuda_tests.log" 2>&1
     note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests.log" | tr '\n' ' ')"
     grep -E '^\[  FAILED  \]' "$out/cuda_tests.log" | head -20 | tee -a "$summary"
   fi
-  "$bin" make-random --like qwen3.5-35b-a3b --layers 4 -o "$work/q35" --dtype bf16 --seed 11 >/dev/null 2>&1
-  "$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 >/dev/null 2>&1
-  "$bin" make-random --like qwen3-30b-a3b --layers 1 -o "$work/q3-draft" --dtype bf16 --seed 13 >/dev/null 2>&1
-  "$bin" make-random --like qwen3-0.6b -o "$work/d06" --dtype bf16 --seed 14 >/dev/null 2>&1
-  cat > "$work/prompts.jsonl" <<'JSON'
-{"ids": [1, 17, 256, 42]}
-{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]}
-{"ids": [300, 301, 302, 303, 304, 305, 306, 307, 308, 309, 310, 311, 312, 313, 314, 315, 316, 317, 318, 319, 300, 301, 302, 303, 304, 305, 306, 307, 308, 309, 310, 311, 312, 313, 314, 315, 316, 317, 318, 319]}
-{"ids": [9, 9, 9]}
-JSON
+  # Prompts of 4 to 64 ids, a repeat among them (lookup finds matches), longer than the small
+  # Gemma presets' window of 16.
+  {
+    echo '{"ids": [1, 17, 256, 42]}'
+    echo '{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]}'
+    for n in 40 64; do
+      ids=""
+      for ((i = 0; i < n; ++i)); do ids+="$(( (i * 37 + n * 11 + 5) % 509 )),"; done
+      echo "{\"ids\": [${ids%,}]}"
+    done
+  } >"$work/prompts.jsonl"
   gate() {  # name, verify arguments...
     local name="$1"; shift
     stamp "gate $name"
     timeout 300 "$bin" verify --device cuda --prompts "$work/prompts.jsonl" -n 32 "$@" >"$out/$name.log" 2>&1
-    note "$name: $(grep -E '^(PASS|FAIL)|error' "$out/$name.log" | tail -1)"
+    note "$name: $(grep -E '^(PASS|FAIL|DIVERGED)|rror' "$out/$name.log" | tail -1)"
   }
-  gate gate_qwen35moe_mtp -m "$work/q35"
-  gate gate_qwen3moe_draft -m "$work/q3" --draft-model "$work/q3-draft"
-  gate gate_qwen3moe_q4 -m "$work/q3" --quantize 4
-  gate gate_dense06 -m "$work/d06"
+  models=""
+  case " $sets " in *" moe "*)
+    "$bin" make-random --like qwen3.5-35b-a3b --layers 4 -o "$work/q35" --dtype bf16 --seed 11 >/dev/null 2>&1
+    "$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 >/dev/null 2>&1
+    "$bin" make-random --like qwen3-30b-a3b --layers 1 -o "$work/q3-draft" --dtype bf16 --seed 13 >/dev/null 2>&1
+    "$bin" make-random --like qwen3-0.6b -o "$work/d06" --dtype bf16 --seed 14 >/dev/null 2>&1
+    gate gate_qwen35moe_mtp -m "$work/q35"
+    gate gate_qwen3moe_draft -m "$work/q3" --draft-model "$work/q3-draft"
+    gate gate_qwen3moe_q4 -m "$work/q3" --quantize 4
+    gate gate_dense06 -m "$work/d06"
+    models+=" q35 q3 d06" ;;
+  esac
+  case " $sets " in *" gemma "*)
+    for p in small-gemma3 small-gemma4 small-gemma4-moe; do
+      "$bin" make-random --like "$p" -o "$work/$p" --dtype bf16 --seed 21 >/dev/null 2>&1
+      "$bin" make-random --like "$p" -o "$work/$p-draft" --dtype bf16 --seed 22 >/dev/null 2>&1
+      gate "gate_$p" -m "$work/$p" --draft-model "$work/$p-draft"
+    done
+    "$bin" make-random --like small-gemma4-assistant -o "$work/assistant" --dtype bf16 --seed 22 >/dev/null 2>&1
+    gate gate_gemma4_assistant -m "$work/small-gemma4" --draft-model "$work/assistant"
+    grep -E '^assistant/' "$out/gate_gemma4_assistant.log" | tee -a "$summary"
+    models+=" small-gemma3 small-gemma4 small-gemma4-moe" ;;
+  esac
   if [ -n "$old" ]; then
     stamp "old against new binary: score logit hashes and greedy tokens"
-    ids40=$(seq -s, 3 7 283); ids300=$(seq -s, 5 3 904)
-    for m in q35 q3 d06; do
+    # (ids below 499: the small presets' vocabulary; 300 of them: past one 256-key chunk)
+    ids40=$(seq -s, 3 7 283); ids300=$(for i in $(seq 0 299); do echo $(( (i * 37 + 5) % 499 )); done | paste -sd,)
+    for m in $models; do
       for q in "" "--quantize 4"; do
         for b in "$old" "$bin"; do
           for ids in "$ids40" "$ids300"; do
@@ -77,9 +102,11 @@ JSON
           done | md5sum
           "$b" generate --device cuda -m "$work/$m" $q --prompt-ids "$ids40" -n 40 --json 2>/dev/null |
             python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])'
-        done >"$out/oldnew_$m${q:+-q4}.txt"
-        lines=$(sort -u "$out/oldnew_$m${q:+-q4}.txt" | wc -l)
-        note "old vs new $m${q:+ q4}: $([ "$lines" = 2 ] && echo identical || echo DIFFER) ($(tail -1 "$out/oldnew_$m${q:+-q4}.txt" | cut -c1-60)...)"
+        done >"$out/oldnew.txt"
+        lines=$(sort -u "$out/oldnew.txt" | wc -l)
+        # md5 of nothing: score printed no hashes (a failed run is no evidence)
+        if grep -q d41d8cd98f00b204e9800998ecf8427e "$out/oldnew.txt"; then lines=0; fi
+        note "old vs new $m${q:+ q4}: $([ "$lines" = 2 ] && echo identical || echo "DIFFER or empty") ($(tail -1 "$out/oldnew.txt" | cut -c1-60)...)"
       done
     done
   fi
@@ -90,20 +117,36 @@ fi
 ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)"
 [ -x "$ncu" ] || ncu="$(ls /usr/local/cuda/bin/ncu 2>/dev/null || true)"
 note "ncu: ${ncu:-none}"
-for s in ${SHAPES:-qwen3-30b-a3b qwen3.5-35b-a3b}; do
+# Gemma 4's MoE (routed on the device since it could be): the gate, and old against new bits.
+if [ -n "$old" ] && [ "${GEMMA:-1}" = 1 ]; then
+  g="$work/g4moe"
+  "$bin" make-random --like small-gemma4-moe -o "$g" --dtype bf16 --seed 21 >/dev/null 2>&1
+  printf '%s\n' '{"ids": [1, 17, 256, 42]}' '{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 9, 9, 9, 9, 9, 9, 9]}' >"$work/gp.jsonl"
+  timeout 300 "$bin" verify --device cuda --prompts "$work/gp.jsonl" -n 32 -m "$g" >"$out/gate_g4moe.log" 2>&1
+  note "gate small-gemma4-moe: $(grep -E '^(PASS|FAIL)|error' "$out/gate_g4moe.log" | tail -1)"
+  ids=$(seq -s, 3 7 283)
+  for b in "$old" "$bin"; do
+    "$b" score --device cuda -m "$g" --ids "$ids" --logits-hash --json 2>/dev/null | md5sum
+    "$b" generate --device cuda -m "$g" --prompt-ids "$ids" -n 40 --json 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])'
+  done >"$out/oldnew_g4moe.txt"
+  note "old vs new small-gemma4-moe: $([ "$(sort -u "$out/oldnew_g4moe.txt" | wc -l)" = 2 ] && echo identical || echo DIFFER)"
+fi
+first=1
+for spec in ${SHAPES:-qwen3-30b-a3b:12 qwen3.5-35b-a3b:12 gemma-4-26b-a4b:6 qwen3-8b:12}; do
+  s="${spec%%:*}"; layers="${spec##*:}"
   m="$work/$s"
   "$bin" make-random --like "$s" --layers "$layers" -o "$m" --dtype bf16 --seed 5 >/dev/null 2>&1 ||
     { note "$s: make-random failed"; continue; }
   if [ -n "$old" ]; then
-    for r in 1 2; do
-      for p in 128 2048; do
+    for rp in 1:128 1:2048 2:128; do
+      r="${rp%%:*}"; p="${rp##*:}"
         for which in old new; do
           b=$([ $which = old ] && echo "$old" || echo "$bin")
           d=$("$b" bench -m "$m" --device cuda -p "$p" -n 64 -r 3 2>&1 | tee -a "$out/bench_$s.txt" |
               awk '/^decode/ {print $3, $7, $8}')
-          note "$s round $r -p $p $which: decode $d"
+          note "$s ($layers layers) round $r -p $p $which: decode $d"
         done
-      done
     done
   else
     stamp "$s: bench"
@@ -113,12 +156,14 @@ for s in ${SHAPES:-qwen3-30b-a3b qwen3.5-35b-a3b}; do
   stamp "$s: op profile"
   LOCKSTEP_CUDA_PROFILE=1 "$bin" bench -m "$m" --device cuda -p 16 -n 32 -r 1 \
     >"$out/profile_$s.txt" 2>&1
-  if [ -n "$ncu" ] && [ "${NCU:-1}" = 1 ]; then
+  if [ -n "$ncu" ] && [ "${NCU:-first}" != 0 ] && { [ "${NCU:-first}" = all ] || [ $first = 1 ]; }; then
     stamp "$s: ncu"
     LOCKSTEP_CUDA_GRAPHS=0 timeout 300 "$ncu" --clock-control none --csv --print-units base \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum \
       "$bin" bench -m "$m" --device cuda -p 4 -n 3 -r 1 >"$out/ncu_$s.csv" 2>"$out/ncu_$s.err"
     note "$s: ncu rc $?, $(wc -l <"$out/ncu_$s.csv") lines"
   fi
+  first=0
+  rm -rf "$m"
 done
 stamp done

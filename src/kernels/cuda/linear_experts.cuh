@@ -75,7 +75,9 @@ bool launch_experts(const ExpertArgs& a, int S, int T, int slots) {
   auto go = [&](auto mt, auto s) {
     constexpr int MT = decltype(mt)::value, SS = decltype(s)::value;
     using C = Skinny<MT, true, SS, ExpertCfg<QB>, QB>;
-    const int bytes = C::smem(8 * MT);
+    // x staging for the rows a block can get: an expert has at most T of them. Sized for 8 MT
+    // rows whatever T, a decode step's launch took 1 block per multiprocessor instead of 3.
+    const int bytes = C::smem(std::min(8 * MT, T));
     if (bytes > smem_optin()) return false;
     constexpr auto kernel = linear_experts_kernel<MT, SS, QB>;
     allow_smem_max<kernel>();
