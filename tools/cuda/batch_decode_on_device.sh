@@ -7,17 +7,9 @@
 #     kernels: op tests and the linear-batch benchmark; all (default): also the shipped-model gates
 #   TEST_FILTER: a gtest filter for the op tests (default: all of them)
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-out="${OUT:-$root/cuda-logs}"
-mkdir -p "$out"
-. "$root/tools/cuda/engine_env.sh"  # $carry, $bin, LOCKSTEP_CUBLAS_DIR
+summary_name=batch_summary.txt
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp
 mode="${1:-all}"
-summary="$out/batch_summary.txt"
-: >"$summary"
-t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-note() { echo "$*" | tee -a "$summary"; }
 
 nvidia-smi -L | tee -a "$summary"
 stamp "cuda_tests ${TEST_FILTER:-(all)}"

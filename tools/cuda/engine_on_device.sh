@@ -11,19 +11,10 @@
 #   SANITIZE=1: also the op tests under compute-sanitizer memcheck and racecheck (SANITIZE_FILTER,
 #   SANITIZE_TOOLS, SANITIZE_TIMEOUT seconds per tool)
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-out="${OUT:-$root/cuda-logs}"
-mkdir -p "$out"
-. "$root/tools/cuda/engine_env.sh"  # $carry, $bin, LOCKSTEP_CUBLAS_DIR
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp
 mode="${1:-full}"
 work=/tmp/lockstep-cuda
 mkdir -p "$work"
-summary="$out/summary.txt"
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
-t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 
 nvidia-smi -L | tee -a "$summary"
 "$bin" --version 2>/dev/null | head -1

@@ -17,29 +17,15 @@
 #   BENCH_LAYERS (default 12): decoder layers of the benchmark shapes (make-random --layers)
 #   SKIP_OP_TESTS=1: leave out the GPU op tests
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-out="${OUT:-$root/cuda-logs}"
-mkdir -p "$out"
-. "$root/tools/cuda/engine_env.sh"  # $carry, $bin, LOCKSTEP_CUBLAS_DIR
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp
 mode="${1:-full}"
 work=/tmp/lockstep-moe
 mkdir -p "$work"
-summary="$out/summary.txt"
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
-t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 nvidia-smi -L | tee -a "$summary"
 lscpu | grep -m1 "Model name" | tee -a "$summary"
 
-if [ "$mode" = device ] && [ -x "$carry/bin/run-cuda_tests" ]; then
-  stamp "cuda_tests (MoE on the device)"
-  timeout 300 "$carry/bin/run-cuda_tests" \
-    --gtest_filter='*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*MoeCombine*' \
-    >"$out/cuda_tests_moe.log" 2>&1
-  note "cuda_tests MoE: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests_moe.log" | tr '\n' ' ')"
-  grep -E '^\[  FAILED  \]|Failure|differ' "$out/cuda_tests_moe.log" | head -20 | tee -a "$summary"
+if [ "$mode" = device ]; then
+  op_tests cuda_tests_moe.log '*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*MoeCombine*' 300
   SKIP_OP_TESTS=1
 fi
 

@@ -17,18 +17,10 @@
 # old engine to compare with travels as .cuda-carry-old/engine.tar.xz (bin/lockstep,
 # bin/run-lockstep, lib/ of an earlier pack).
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-out="${OUT:-$root/cuda-logs}"
-mkdir -p "$out"
-. "$root/tools/cuda/engine_env.sh"  # $carry, $bin, LOCKSTEP_CUBLAS_DIR
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp
 mode="${1:-profile}"
 work=/tmp/lockstep-moe-profile
 mkdir -p "$work"
-summary="$out/summary.txt"
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
-t0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$summary"; }
 nvidia-smi -L | tee -a "$summary"
 old=""
@@ -41,14 +33,7 @@ fi
 if [ "$mode" = check ]; then
   # CHECK: moe (default), gemma or "moe gemma".
   sets="${CHECK:-moe}"
-  if [ -x "$carry/bin/run-cuda_tests" ]; then
-    stamp "cuda_tests (attention, MoE, elementwise, Gemma ops)"
-    timeout 400 "$carry/bin/run-cuda_tests" \
-      --gtest_filter='*Attention*:*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*MoeCombine*:*Elementwise*:*GemmaOps*' \
-      >"$out/cuda_tests.log" 2>&1
-    note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_tests.log" | tr '\n' ' ')"
-    grep -E '^\[  FAILED  \]' "$out/cuda_tests.log" | head -20 | tee -a "$summary"
-  fi
+  op_tests cuda_tests.log '*Attention*:*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*MoeCombine*:*Elementwise*:*GemmaOps*'
   # Prompts of 4 to 64 ids, a repeat among them (lookup finds matches), longer than the small
   # Gemma presets' window of 16.
   {

@@ -10,16 +10,10 @@
 #   env: BATCHES="64 256" (bench --batch sizes), LEVELS_LONG=1,64,256, LEVELS_SHORT=64,256,
 #        SECONDS_PER_LEVEL=15, SERVE_FLAGS (extra serve flags), NUMERICS="exact fast"
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-out="${OUT:-$root/cuda-logs}"
-mkdir -p "$out"
-. "$root/tools/cuda/engine_env.sh"  # $carry, $bin, LOCKSTEP_CUBLAS_DIR
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp
 work=/tmp/lockstep-serve
 ckpt="$work/qwen3-8b"
 mkdir -p "$work"
-t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 port=8093
 url="http://127.0.0.1:$port"
 

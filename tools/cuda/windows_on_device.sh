@@ -6,16 +6,9 @@
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz.
 #   tools/cuda/windows_on_device.sh
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-out="${OUT:-$root/cuda-logs}"
-mkdir -p "$out"
-. "$root/tools/cuda/engine_env.sh"  # $carry, $bin, LOCKSTEP_CUBLAS_DIR
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp
 work=/tmp/lockstep-windows
 mkdir -p "$work"
-summary="$out/summary.txt"
-: >"$summary"
-note() { echo "$*" | tee -a "$summary"; }
 nvidia-smi -L | tee -a "$summary"
 
 timeout 400 "$carry/bin/run-cuda_tests" --gtest_filter='*Attention*:*GemmaOps*:*Activations*' \
