@@ -64,7 +64,7 @@ if [ "$mode" = check ]; then
     models+=" q35 q3 d06" ;;
   esac
   case " $sets " in *" gemma "*)
-    for p in small-gemma3 small-gemma4 small-gemma4-moe; do
+    for p in small-gemma3 small-gemma4 small-gemma4-moe small-gemma4-hd512; do
       "$bin" make-random --like "$p" -o "$work/$p" --dtype bf16 --seed 21 >/dev/null 2>&1
       "$bin" make-random --like "$p" -o "$work/$p-draft" --dtype bf16 --seed 22 >/dev/null 2>&1
       gate "gate_$p" -m "$work/$p" --draft-model "$work/$p-draft"
@@ -72,7 +72,7 @@ if [ "$mode" = check ]; then
     "$bin" make-random --like small-gemma4-assistant -o "$work/assistant" --dtype bf16 --seed 22 >/dev/null 2>&1
     gate gate_gemma4_assistant -m "$work/small-gemma4" --draft-model "$work/assistant"
     grep -E '^assistant/' "$out/gate_gemma4_assistant.log" | tee -a "$summary"
-    models+=" small-gemma3 small-gemma4 small-gemma4-moe" ;;
+    models+=" small-gemma3 small-gemma4 small-gemma4-moe small-gemma4-hd512" ;;
   esac
   if [ -n "$old" ]; then
     stamp "old against new binary: score logit hashes and greedy tokens"
@@ -124,7 +124,7 @@ for spec in ${SHAPES:-qwen3-30b-a3b:12 qwen3.5-35b-a3b:12 gemma-4-26b-a4b:6 qwen
   "$bin" make-random --like "$s" --layers "$layers" -o "$m" --dtype bf16 --seed 5 >/dev/null 2>&1 ||
     { note "$s: make-random failed"; continue; }
   if [ -n "$old" ]; then
-    for rp in 1:128 1:2048 2:128; do
+    for rp in ${RUNS:-1:128 1:2048 2:128}; do  # round:prompt tokens
       r="${rp%%:*}"; p="${rp##*:}"
         for which in old new; do
           b=$([ $which = old ] && echo "$old" || echo "$bin")

@@ -5,10 +5,12 @@
 namespace lockstep::kernels::cuda::attn {
 namespace {
 
-// Decode launch (split, head_dim <= 256, a block's virtual rows in one 16-row tile): block
-// (chunk c, row block, kv head, d part dz) of 8 warps. The chunk's keys, then its values (this
-// block's DV = HD / DS columns), arrive by cp.async as the cache stores them (BF16, swizzled
-// 16-byte granules, the walk's layout), the values still landing while the scores are computed;
+// Decode launch (split, a block's virtual rows in one 16-row tile): block (chunk c, row block,
+// kv head, d part dz) of 8 warps. The chunk's keys, then its values (this block's DV = HD / DS
+// columns), arrive by cp.async as the cache stores them (BF16, swizzled 16-byte granules, the
+// walk's layout), the values still landing while the scores are computed (head_dim 512: the keys
+// in two phases of 256 columns, d in [0, 256) then [256, 512), through one 128 KiB tile, each
+// score's MMAs continuing in the same accumulator in increasing d);
 // warp w computes the scores of positions [32w, 32w + 32) for the whole tile, the chunk max is
 // taken over the warps, warp w's e(p) and its BF16 P fragments go to shared memory, warp 0 sums
 // l_c in the documented lane order, and warp w computes a_c for columns [w DV / 8, +DV / 8)
@@ -18,14 +20,17 @@ namespace {
 template <int HD, int DS>
 struct DecLayout {
   static constexpr int kDV = HD / DS;                      // value columns of this block
-  static constexpr int kRb = HD * 2;                       // BF16 key row
+  static constexpr int kKd = HD > 256 ? 256 : HD;          // key columns staged at once
+  static constexpr int kPhases = HD / kKd;                 // key phases
+  static constexpr int kRb = kKd * 2;                      // BF16 key row (of one phase)
+  static constexpr int kRq = HD * 2;                       // BF16 q row
   static constexpr int kRv = kDV * 2;                      // BF16 value row
-  static constexpr int kK = 0;                             // [256][HD] BF16 keys (later E, P)
+  static constexpr int kK = 0;                             // [256][kKd] BF16 keys (later E, P)
   static constexpr int kE = 0;                             // [32 tiles][32 lanes][4] FP32 e
   static constexpr int kP = kE + 32 * 32 * 16;             // [16 k-steps][32 lanes][4] u32
   static constexpr int kV = kK + kChunk * kRb;             // [256][kDV] BF16 values
   static constexpr int kQ = kV + kChunk * kRv;             // [16][HD] BF16 q
-  static constexpr int kMax = kQ + 16 * HD * 2;            // [8 warps][16 rows] FP32
+  static constexpr int kMax = kQ + 16 * kRq;               // [8 warps][16 rows] FP32
   static constexpr int kOff = kMax + 8 * 16 * 4;           // [256] int64 offsets
   static constexpr int kBytes = kOff + kChunk * 8;
   static_assert(kP + 16 * 32 * 16 <= kV, "E and P fit in the key tile");
@@ -37,7 +42,8 @@ template <int HD, int DS>
 __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int kh, int tref,
                            int c, int dz) {
   using Ly = DecLayout<HD, DS>;
-  constexpr int kRb = Ly::kRb, kRv = Ly::kRv, kDV = Ly::kDV, kKt = HD / 16;
+  constexpr int kRb = Ly::kRb, kRq = Ly::kRq, kRv = Ly::kRv, kDV = Ly::kDV;
+  constexpr int kKt = Ly::kKd / 16;  // k-steps of one key phase
   constexpr int kNt = kDV / 64;  // n-tiles of 8 columns per warp
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int gq = lane >> 2, tq = lane & 3;
@@ -75,20 +81,20 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
         x = *reinterpret_cast<const float4*>(
             a.q + (static_cast<int64_t>(t0 + r) * a.n_heads + kh * G + g) * HD + piece * 4);
       }
-      *reinterpret_cast<uint2*>(smem + Ly::kQ + swz(vr, piece >> 1, kRb) + (piece & 1) * 8) =
+      *reinterpret_cast<uint2*>(smem + Ly::kQ + swz(vr, piece >> 1, kRq) + (piece & 1) * 8) =
           make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
     }
   }
   __syncthreads();  // offsets and q are in
 
-  // Keys, then this block's value columns: 16-byte granules (8 BF16) by cp.async, granule g of
-  // row i at swz(i, g, row bytes), zero past the reference row's keys. Two groups: the scores
-  // wait for the keys only.
-  {
-    constexpr int kGr = HD / 8;               // granules per key row
-    constexpr int kPer = kChunk * kGr / 256;  // per thread: 16 (HD 128) or 8 (HD 64)
+  // Keys (of phase ph), then this block's value columns: 16-byte granules (8 BF16) by cp.async,
+  // granule g of row i at swz(i, g, row bytes), zero past the reference row's keys. Two groups:
+  // the scores wait for the keys only.
+  auto load_keys = [&](int ph) {
+    constexpr int kGr = Ly::kKd / 8;          // granules per key row
+    constexpr int kPer = kChunk * kGr / 256;  // per thread: 32 (256 columns), 16 (128) or 8 (64)
     const int g = tid % kGr;
-    const uint16_t* src = a.k + g * 8;
+    const uint16_t* src = a.k + ph * Ly::kKd + g * 8;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       const int i = tid / kGr + k * (256 / kGr);
@@ -97,7 +103,8 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
                  ok ? src + lds_s64(sbase + Ly::kOff + i * 8) : src, ok);
     }
     cp_async_commit();
-  }
+  };
+  load_keys(0);
   {
     constexpr int kGr = kDV / 8;              // granules per value row
     constexpr int kPer = kChunk * kGr / 256;  // per thread: 16 (DV 128) or 8 (DV 64)
@@ -117,7 +124,7 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
 
   // Scores of positions [32 warp, +32): tiles jt = 4 warp + t.
   const int l7 = lane & 7, hi = lane >> 4, mid = (lane >> 3) & 1;
-  const uint32_t qa = sbase + Ly::kQ + (l7 + mid * 8) * kRb;
+  const uint32_t qa = sbase + Ly::kQ + (l7 + mid * 8) * kRq;
   const uint32_t ka = sbase + Ly::kK + (warp * 32 + l7 + hi * 8) * kRb;
   uint32_t xq[4], xk[4];
   lane_chunks(l7, hi, mid, xq, xk);
@@ -127,21 +134,30 @@ __device__ void run_decode(uint8_t* smem, const AttnArgs& a, int t0, int nr, int
   // The k-steps' operands are loaded 8 at a time ahead of their MMAs (head_dim 256: two batches,
   // to hold the registers); the MMAs of a score run in increasing k either way.
   constexpr int kKb = kKt < 8 ? kKt : 8;
+#pragma unroll 1
+  for (int ph = 0; ph < Ly::kPhases; ++ph) {
+    if (ph > 0) {  // every warp is done with the last phase's keys; then this phase's are in
+      __syncthreads();
+      load_keys(ph);
+      cp_async_wait<0>();
+      __syncthreads();
+    }
 #pragma unroll
-  for (int jj = 0; jj < 2; ++jj) {
-    if (warp * 32 + jj * 16 < npw) {
+    for (int jj = 0; jj < 2; ++jj) {
+      if (warp * 32 + jj * 16 < npw) {
 #pragma unroll
-      for (int k0 = 0; k0 < kKt; k0 += kKb) {
-        uint32_t af[kKb][4], b[kKb][4];
+        for (int k0 = 0; k0 < kKt; k0 += kKb) {
+          uint32_t af[kKb][4], b[kKb][4];
 #pragma unroll
-        for (int kk = 0; kk < kKb; ++kk) {
-          ldmatrix_x4(af[kk], qa + chunk_off(xq, 2 * (k0 + kk)));
-          ldmatrix_x4(b[kk], ka + jj * 16 * kRb + chunk_off(xk, 2 * (k0 + kk)));
-        }
+          for (int kk = 0; kk < kKb; ++kk) {
+            ldmatrix_x4(af[kk], qa + chunk_off(xq, 2 * (ph * kKt + k0 + kk)));
+            ldmatrix_x4(b[kk], ka + jj * 16 * kRb + chunk_off(xk, 2 * (k0 + kk)));
+          }
 #pragma unroll
-        for (int kk = 0; kk < kKb; ++kk) {
-          mma_bf16_16816(S[2 * jj], af[kk], b[kk][0], b[kk][1]);
-          mma_bf16_16816(S[2 * jj + 1], af[kk], b[kk][2], b[kk][3]);
+          for (int kk = 0; kk < kKb; ++kk) {
+            mma_bf16_16816(S[2 * jj], af[kk], b[kk][0], b[kk][1]);
+            mma_bf16_16816(S[2 * jj + 1], af[kk], b[kk][2], b[kk][3]);
+          }
         }
       }
     }
@@ -282,44 +298,44 @@ __global__ void __launch_bounds__(256, 1) attn_decode(AttnArgs a) {
 
 }  // namespace
 
+template <int HD, int DS>
+bool launch_decode_parts(const AttnArgs& a, int64_t nrb) {
+  constexpr int kSmem = DecLayout<HD, DS>::kBytes;
+  if (kSmem > smem_optin()) return false;
+  allow_smem<attn_decode<HD, DS>>(kSmem);
+  const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads * DS));
+  launch("attn_decode", attn_decode<HD, DS>, grid, 256, kSmem, a);
+  return true;
+}
+
 template <int HD>
 bool launch_decode(AttnArgs& a, int64_t T, int rows_override, int path_override) {
   // One 16-row tile per block, the chunk spread over the block's 8 warps.
   const int rmax = 16 / a.group;
   a.rows = a.rows_per_block(rmax, rmax, rows_override);
   const int64_t nrb = (T + a.rows - 1) / a.rows;
-  // Value columns in two blocks (DS 2) only when forced (path 4, tests and benchmarks): one block
-  // per chunk was faster at every length measured, even where DS 2 doubles the blocks of a
-  // short context (H200, T = 1, Qwen3-8B heads, attn_merge after it: 512 keys 8.55 vs 9.05 us,
-  // 2048: 9.77 vs 9.97, 2176: 10.89 vs 12.13, 4096: 12.85 vs 15.0, 8192: 24.4 vs 29.3).
-  // Head_dim 256 always splits the value columns: a whole chunk's keys and values (256 KiB) do not
-  // fit; each of the two blocks stages the keys and half the values (203 KiB).
-  const bool ds2 = HD == 256 || (HD == 128 && path_override == 4);
-  int bytes = 0;
-  if constexpr (HD <= 128) bytes = DecLayout<HD, 1>::kBytes;
-  if constexpr (HD >= 128) bytes = ds2 ? DecLayout<HD, 2>::kBytes : bytes;
-  if (bytes > smem_optin()) return false;
-  if constexpr (HD >= 128) {
-    if (ds2) {
-      constexpr int kSmem = DecLayout<HD, 2>::kBytes;
-      allow_smem<attn_decode<HD, 2>>(kSmem);
-      const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads * 2));
-      launch("attn_decode", attn_decode<HD, 2>, grid, 256, kSmem, a);
-    }
+  // The value columns over DS blocks: one block per chunk at head_dim <= 128 (DS 2 only when
+  // forced, path 4: one was faster at every length measured, even where DS 2 doubles the blocks
+  // of a short context; H200, T = 1, Qwen3-8B heads, attn_merge after it: 512 keys 8.55 vs 9.05
+  // us, 2048: 9.77 vs 9.97, 2176: 10.89 vs 12.13, 4096: 12.85 vs 15.0, 8192: 24.4 vs 29.3);
+  // head_dim 256 always two (a chunk's keys and all its values, 256 KiB, do not fit: keys and
+  // half the values, 203 KiB) and 512 four (half the keys at a time and a quarter of the values,
+  // 210 KiB).
+  if constexpr (HD == 512) {
+    return launch_decode_parts<HD, 4>(a, nrb);
+  } else if constexpr (HD == 256) {
+    return launch_decode_parts<HD, 2>(a, nrb);
+  } else if constexpr (HD == 128) {
+    if (path_override == 4) return launch_decode_parts<HD, 2>(a, nrb);
+    return launch_decode_parts<HD, 1>(a, nrb);
+  } else {
+    return launch_decode_parts<HD, 1>(a, nrb);
   }
-  if constexpr (HD <= 128) {
-    if (!ds2) {
-      constexpr int kSmem = DecLayout<HD, 1>::kBytes;
-      allow_smem<attn_decode<HD, 1>>(kSmem);
-      const dim3 grid(static_cast<unsigned>(a.n_chunks), static_cast<unsigned>(nrb * a.n_kv_heads));
-      launch("attn_decode", attn_decode<HD, 1>, grid, 256, kSmem, a);
-    }
-  }
-  return true;
 }
 
 template bool launch_decode<64>(AttnArgs&, int64_t, int, int);
 template bool launch_decode<128>(AttnArgs&, int64_t, int, int);
 template bool launch_decode<256>(AttnArgs&, int64_t, int, int);
+template bool launch_decode<512>(AttnArgs&, int64_t, int, int);
 
 }  // namespace lockstep::kernels::cuda::attn

@@ -549,24 +549,20 @@ template <int HD>
 void run(AttnArgs a, int64_t T) {
   // Rows of many items (a batch of decode rows): the split launch at any T while its partials
   // stay small, since the walk takes rows of different sequences one after another in a block.
-  // One chunk too where the decode launch exists (head_dim <= 256): a walk block's warps each
-  // take 16 virtual rows, so a few rows leave all but one warp idle while it runs the chunk's
-  // sub-tiles one after another (about 40 us for one decode row of 4 KV heads over <= 256 keys
-  // on the H200), where the decode launch spreads the chunk over 8 warps. attn_split is the
-  // walk's body per chunk: over one chunk it would only add the merge.
+  // One chunk too: a walk block's warps each take 16 virtual rows, so a few rows leave all but
+  // one warp idle while it runs the chunk's sub-tiles one after another (about 40 us for one
+  // decode row of 4 KV heads over <= 256 keys on the H200, 82 at head_dim 256, about 190 at 512),
+  // where the decode launch spreads the chunk over 8 warps.
   const int64_t rows = static_cast<int64_t>(T) * a.n_heads * a.n_chunks;
   const bool items = a.rows_hint > 0 && rows * (HD + 2) * 4 <= kSplitMaxPartBytes;
-  const bool chunks = a.n_chunks > 1 || HD <= 256;
   const bool split = path_override == 1 || path_override >= 3 ||
-                     (path_override == 0 && (T <= kSplitMaxT || items) && chunks);
+                     (path_override == 0 && (T <= kSplitMaxT || items));
   if (!split) return launch_walk<HD>(a, T);
   auto* buf = static_cast<float*>(scratch(1, static_cast<size_t>(rows) * (HD + 2) * sizeof(float)));
   a.part_acc = buf;
   a.part_ml = buf + rows * HD;
   bool decode = false;
-  if constexpr (HD <= 256) {
-    if (path_override != 3) decode = launch_decode<HD>(a, T, rows_override, path_override);
-  }
+  if (path_override != 3) decode = launch_decode<HD>(a, T, rows_override, path_override);
   if (!decode) {
     const int rmax = Geo<HD>::kSplitWarps * 16 / a.group;
     a.rows = a.rows_per_block(rmax, rmax, rows_override);
