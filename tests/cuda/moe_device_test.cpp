@@ -94,6 +94,42 @@ TEST_F(CudaTest, DeviceRoutingIsHostRoutingBitwise) {
       }
 }
 
+// moe_route_group (one launch for a step's few tokens, else the two) gives moe_route's experts
+// and weights and moe_group's tables: tied, NaN and infinite logits, the one-block sizes and past
+// them (T 65, E 512: the two launches).
+TEST_F(CudaTest, FusedRouteGroupIsRouteThenGroup) {
+  struct Case {
+    int64_t T, E, k;
+  };
+  const Case cases[] = {{1, 128, 8}, {5, 64, 8}, {17, 300, 4}, {64, 128, 8}, {65, 128, 8},
+                        {8, 512, 10}, {1, 8, 2}};
+  uint32_t seed = 70;
+  for (const Case& c : cases)
+    for (bool scaled : {false, true}) {
+      const std::vector<float> logits = tied_logits(c.T, c.E, seed++);
+      const std::vector<float> scale = random_floats(static_cast<size_t>(c.E), seed++, 0.2f, 2.0f);
+      const int64_t n = c.T * c.k, gs = moe_groups_size(c.T, c.k, c.E);
+      DeviceBuffer<float> dl(logits), ds(scale), w0(n), w1(n);
+      DeviceBuffer<int32_t> e0(n), e1(n), s0(n), s1(n), l0(n), l1(n), g0(gs), g1(gs);
+      const float* sc = scaled ? ds.get() : nullptr;
+      moe_route(dl.get(), c.T, c.E, c.k, true, sc, e0.get(), w0.get());
+      moe_group(e0.get(), c.T, c.k, c.E, s0.get(), l0.get(), g0.get());
+      moe_route_group(dl.get(), c.T, c.E, c.k, true, sc, e1.get(), w1.get(), s1.get(), l1.get(),
+                      g1.get());
+      const std::string what = "T " + std::to_string(c.T) + " E " + std::to_string(c.E) + " k " +
+                               std::to_string(c.k) + (scaled ? " scaled" : "");
+      EXPECT_EQ(e1.to_host(), e0.to_host()) << what;
+      const std::vector<float> a = w0.to_host(), b = w1.to_host();
+      EXPECT_TRUE(same_bits(a.data(), b.data(), a.size())) << what;
+      EXPECT_EQ(s1.to_host(), s0.to_host()) << what;
+      EXPECT_EQ(l1.to_host(), l0.to_host()) << what;
+      std::vector<int32_t> h0 = g0.to_host(), h1 = g1.to_host();
+      h0.resize(1 + 3 * h0[0]);
+      h1.resize(1 + 3 * std::max(0, h1[0]));
+      EXPECT_EQ(h1, h0) << what;
+    }
+}
+
 // A skewed routing of T tokens: expert 0 in every token's list (it takes T rows), the rest from
 // a few low ids (experts past 2k + 2 stay empty), ranks shuffled; distinct ids per token.
 Routing skewed_routing(int64_t T, int64_t E, int64_t k, uint32_t seed) {
