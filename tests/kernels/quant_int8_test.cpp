@@ -163,8 +163,9 @@ TEST(QuantInt8Linear, EveryCompiledTargetGivesTheOraclesBits) {
   }
 }
 
-// One-row calls with and without the tile-ahead prefetch (on where the prefetch locality is not
-// nta: Intel by default): the oracle's bits on every target either way.
+// One-row calls with and without software prefetch, in both forms (nta: lines a distance ahead
+// in the row, into the next tiles' rows; t2..t0: the next tile's codes per chunk): the oracle's
+// bits on every target either way.
 TEST(QuantInt8Linear, OneRowPrefetchChoicesGiveTheOraclesBits) {
   QuantDotScope mode(QuantDot::Int8);
   const int64_t bytes0 = gemv_prefetch_bytes();
@@ -175,7 +176,7 @@ TEST(QuantInt8Linear, OneRowPrefetchChoicesGiveTheOraclesBits) {
     const auto x = activations(c.K, 15);
     const auto want = oracle(x.data(), 1, w, nullptr);
     for (int locality : {0, 1, 3})
-      for (int64_t bytes : {int64_t{0}, int64_t{6144}}) {
+      for (int64_t bytes : {int64_t{0}, int64_t{6144}, int64_t{65536}}) {
         set_gemv_prefetch(bytes, locality);
         for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
           hwy::SetSupportedTargetsForTest(target);

@@ -131,10 +131,20 @@ struct Call {
   const Weight* w;
   int64_t groups;     // per weight row
   int64_t row_bytes;  // code bytes per weight row
-  // One-row calls ask for the next tile's codes a tile ahead with prefetcht2 (cpu_tuning.h):
-  // where the prefetch locality is t2, t1 or t0, i.e. on Intel by default. Prefetchnta CPUs keep
-  // the hardware prefetcher alone here, as they were measured.
+  // One-row calls stream the codes once from DRAM and are bound by the lines in flight, so they
+  // ask for them ahead (cpu_tuning.h), in one of two ways as each vendor was measured:
+  //  - `prefetch` (locality t2, t1 or t0, i.e. Intel by default): per chunk, the next tile's codes
+  //    of that chunk, with prefetcht2.
+  //  - `ahead` > 0 (locality nta, i.e. AMD and others by default): like the float GEMV
+  //    (cpu/linear.cpp), every line read asks with prefetchnta for the line `ahead` bytes on in
+  //    the same row, past the row's end in the next tile's rows (tile rows are contiguous), so the
+  //    streams run gemv_prefetch_bytes() ahead in total across tile boundaries. On the AMD VM
+  //    (Zen 5, one thread, K and N 1024..6144, weights from DRAM) the hardware prefetcher alone
+  //    kept this kernel at 15 GB/s (8-bit) and 12 GB/s (4-bit) of the 38 GB/s a core reads,
+  //    though it runs at 60 and 46 GB/s from cache; with this 24 to 28 GB/s either way, and
+  //    6 to 16 KB ahead all measured alike (docs/design-notes.md, the int8 quant dot).
   bool prefetch;
+  int64_t ahead;  // bytes per row; 0: none
 };
 
 template <int R, int C>
@@ -147,6 +157,20 @@ template <int Bits>
 constexpr int64_t kPerLane = Bits == 4 ? 8 : 4;
 template <int Bits>
 constexpr int64_t kUnit = kPerLane<Bits> * kN;
+
+// Code bytes of one unit in a weight row.
+template <int Bits>
+constexpr int64_t kUnitBytes = kUnit<Bits> * Bits / 8;
+
+// The `ahead` prefetch (see Call) for the lines of unit u in the C rows of the tile at w.
+template <int Bits, int C>
+HWY_INLINE void prefetch_ahead(const Call& c, const uint8_t* w, uint64_t u) {
+  const int64_t at = static_cast<int64_t>(u) * kUnitBytes<Bits>;
+  if (kUnitBytes<Bits> < 64 && at % 64 != 0) return;  // AVX2: one line per two units
+  const int64_t t = at + c.ahead;  // past the row: rows of the tiles after this one
+  const uint8_t* p = w + t / c.row_bytes * C * c.row_bytes + t % c.row_bytes;
+  for (int j = 0; j < C; ++j) __builtin_prefetch(p + j * c.row_bytes, 0, 0);
+}
 
 // Offset of unit u's even elements in a row of Int8Acts::qnib (its odd ones are 64 further).
 HWY_INLINE uint64_t nibble_offset(uint64_t u) {
@@ -168,6 +192,7 @@ HWY_INLINE Acc<R, C> leaf(const Call& c, const uint8_t* w, const int8_t* const* 
   const hn::Repartition<int8_t, DI> ds;
   for (int i = 0; i < UPL; ++i) {
     const uint64_t u = u_first + i;
+    if (R == 1 && c.ahead > 0) prefetch_ahead<Bits, C>(c, w, u);
     if constexpr (Bits == 4) {
       VB lo[C], hi[C];
       const VB mask = hn::Set(db, uint8_t{15});
@@ -337,7 +362,14 @@ void rows_block(const Call& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
 template <int Bits, int LPG, int UPL>
 void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
   const int64_t M = c.a->M;
-  if (M == 1) return rows_block<Bits, LPG, UPL, 1, kGemvCols>(c, 0, 1, n0, n1, y);
+  if (M == 1) {
+    // The first tile has no tile before it to have asked for the start of its rows.
+    const uint8_t* w = static_cast<const uint8_t*>(c.w->data);
+    const int64_t first = std::min(c.ahead, c.row_bytes);
+    for (int64_t n = n0; n < std::min<int64_t>(n1, n0 + kGemvCols); ++n)
+      for (int64_t b = 0; b < first; b += 64) __builtin_prefetch(w + n * c.row_bytes + b, 0, 0);
+    return rows_block<Bits, LPG, UPL, 1, kGemvCols>(c, 0, 1, n0, n1, y);
+  }
   constexpr int64_t kColBlock = 64;  // the block's codes stay in L2 while every row tile passes
   for (int64_t nb = n0; nb < n1; nb += kColBlock)
     rows_block<Bits, LPG, UPL, kRows, kCols>(c, 0, M, nb, std::min(n1, nb + kColBlock), y);
@@ -371,8 +403,10 @@ void Int8LinearCols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, 
   const int64_t unit = (w.bits == 4 ? 8 : 4) * int64_t{kN};
   const bool shape = w.bits == 4 ? K % kNibbleBlock == 0 && !a.qnib.empty() : K % unit == 0;
   if (pow2 && shape && a.block == G) {
-    const Call c{&a, &w, K / G, K * w.bits / 8,
-                 a.M == 1 && gemv_prefetch_locality() != 0 && gemv_prefetch_bytes() > 0};
+    const bool gemv = a.M == 1 && gemv_prefetch_bytes() > 0;
+    const bool nta = gemv_prefetch_locality() == 0;
+    const Call c{&a, &w, K / G, K * w.bits / 8, gemv && !nta,
+                 gemv && nta ? gemv_prefetch_bytes() / kGemvCols : 0};
     if (w.bits == 4 ? int8_cols<4>(c, n0, n1, y) : int8_cols<8>(c, n0, n1, y)) return;
   }
 #endif
