@@ -6,7 +6,8 @@
 # compiler and CMake), where it builds llama.cpp's llama-bench and llama-quantize (CPU only) from a
 # source tarball carried with the call; it also runs anywhere else with those tools.
 #   tools/bench/moe_cpu_vs_llamacpp.sh LLAMA_SRC.tar.xz [layers=8] [rounds=2] [threads="2 16"]
-#   LOCKSTEP_BIN (default: the packed engine's run-lockstep, else build/lockstep); OUT: logs.
+#   LOCKSTEP_BIN (default: the packed engine's run-lockstep, else build/lockstep); OUT: logs;
+#   LLAMA_BIN_DIR: use that llama.cpp build (e.g. cpu_decode_study.sh's) instead of building one.
 # llama.cpp is not part of this repository (its source comes from npm's node-llama-cpp,
 # llama/gitRelease.bundle). Prints one line per run and the median ratio per thread count.
 set -euo pipefail
@@ -21,7 +22,10 @@ root="$(pwd)"
 bin="${LOCKSTEP_BIN:-$bin}"
 lscpu | grep -m1 "Model name" | tee "$out/summary.txt"
 
-# llama.cpp, CPU only, in the background while the weights are made.
+# llama.cpp, CPU only, in the background while the weights are made (LLAMA_BIN_DIR: an existing
+# build's bin/ with llama-bench and llama-quantize instead; the tarball is then not read).
+ll="${LLAMA_BIN_DIR:-$work/llama/build/bin}"
+( [ -x "$ll/llama-bench" ] && [ -n "${LLAMA_BIN_DIR:-}" ] ) ||
 ( mkdir -p "$work/llama" && tar -xJf "$src_tar" -C "$work/llama" &&
   cmake -S "$work/llama" -B "$work/llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
@@ -34,11 +38,10 @@ llama_pid=$!
 "$bin" quantize -m "$work/bf16" -o "$work/q4" --bits 4 --group-size 64 >/dev/null 2>&1
 python3 tools/bench/safetensors_to_gguf.py "$work/bf16" "$work/bf16.gguf" >/dev/null 2>&1
 wait "$llama_pid" || { echo "llama.cpp build failed:"; tail -n 20 "$out/llama_configure.log" "$out/llama_build.log"; exit 1; }
-ll="$work/llama/build/bin"
 "$ll/llama-quantize" --pure "$work/bf16.gguf" "$work/q4_0.gguf" Q4_0 "$(nproc)" >"$out/llama_quantize.log" 2>&1
 rm -rf "$work/bf16" "$work/bf16.gguf"
 "$bin" inspect -m "$work/q4" | grep -E "experts|active|decode weight" | tee -a "$out/summary.txt"
-echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); llama.cpp $(git -C "$work/llama" log -1 --format=%h 2>/dev/null || echo de3ff81)" | tee -a "$out/summary.txt"
+echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); llama.cpp ${LLAMA_COMMIT:-de3ff81}" | tee -a "$out/summary.txt"
 
 : >"$out/runs.txt"
 for r in $(seq 1 "$rounds"); do
