@@ -20,6 +20,20 @@
 
 namespace lockstep::test {
 
+// Directories this test process wrote under the temporary directory, removed when it exits (each
+// test process makes its own: their names carry the pid).
+struct TempDirs {
+  std::vector<std::filesystem::path> dirs;
+  ~TempDirs() {
+    std::error_code ec;
+    for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+inline void remove_at_exit(const std::filesystem::path& dir) {
+  static TempDirs dirs;
+  dirs.dirs.push_back(dir);
+}
+
 // Directory of a random checkpoint of preset `like` (e.g. "tiny-qwen3"), created on first use;
 // another seed gives other weights (a draft beside its target).
 inline std::string tiny_checkpoint(const std::string& like, DType dtype = DType::F32,
@@ -37,6 +51,7 @@ inline std::string tiny_checkpoint(const std::string& like, DType dtype = DType:
   o.dtype = dtype;
   o.seed = seed;
   o.progress = false;
+  remove_at_exit(dir);
   make_random_checkpoint(o);
   made[key] = dir.string();
   return dir.string();

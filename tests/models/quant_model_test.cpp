@@ -30,6 +30,7 @@ std::string quantized_copy(const std::string& like, int bits, int64_t group, boo
   o.group_size = group;
   o.keep_embeddings = keep;
   o.threads = 2;
+  test::remove_at_exit(dir);
   quantize_checkpoint(o);
   return dir.string();
 }
