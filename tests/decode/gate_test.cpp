@@ -29,6 +29,7 @@ std::string random_model(const std::string& like, uint64_t seed) {
 // vocabularies of 150k tokens over thousands of positions meet such near-ties all the time.
 std::string near_tie_model(const std::string& src) {
   const fs::path dir = fs::path(src).string() + "-neartie";
+  test::remove_at_exit(dir);
   fs::create_directories(dir);
   fs::copy_file(fs::path(src) / "config.json", dir / "config.json",
                 fs::copy_options::overwrite_existing);
