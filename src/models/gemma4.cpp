@@ -186,7 +186,7 @@ class Gemma4Model final : public KvModel {
   int64_t record_limit() const {
     int64_t limit = kRecordedMaxTokens;
     for (const Gemma4Layer& L : layers_)
-      if (L.moe) limit = L.moe->set.on_device ? std::min(limit, kernels::kMoeDeviceMaxTokens) : 0;
+      if (L.moe) limit = experts_record_limit(L.moe->set, limit);
     return limit;
   }
 
@@ -327,19 +327,18 @@ class Gemma4Model final : public KvModel {
     be.scale(routed_in.data(), T * H, static_cast<float>(std::pow(static_cast<double>(H), -0.5)));
     be.linear(routed_in.data(), T, m.router, nullptr, logits.data());
     kernels::Floats expert_out = be.array<float>(T * H);
-    if (m.set.on_device && T <= kernels::kMoeDeviceMaxTokens) {
+    be.rms_norm(x, T, H, m.pre_norm_2.data(), eps, false, routed_in.data());  // the experts' input
+    if (routes_on_device(m.set, T)) {
       // Routed on the device (route_tokens' bits, per_expert_scale applied as below): no read
       // back in the middle of the forward.
       const DeviceRouting r = route_on_device(logits.data(), T, E, m.top_k, true,
                                               m.per_expert_scale_dev.data(), be);
-      be.rms_norm(x, T, H, m.pre_norm_2.data(), eps, false, routed_in.data());
       routed_experts_forward_device(m.set, true, routed_in.data(), r, nullptr, nullptr,
                                     expert_out.data(), be);
     } else {
       Routing r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, true);
       for (size_t i = 0; i < r.weights.size(); ++i)
         r.weights[i] *= m.per_expert_scale[r.experts[i]];
-      be.rms_norm(x, T, H, m.pre_norm_2.data(), eps, false, routed_in.data());
       routed_experts_forward(m.experts, true, routed_in.data(), T, r, nullptr, nullptr,
                              expert_out.data(), be);
     }

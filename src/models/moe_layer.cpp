@@ -71,7 +71,7 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   const int64_t E = static_cast<int64_t>(m.experts.size()), H = m.router.cols;
   kernels::Floats logits = be.array<float>(T * E);
   be.linear(h, T, m.router, nullptr, logits.data());
-  if (m.set.on_device && T <= kernels::kMoeDeviceMaxTokens) {
+  if (routes_on_device(m.set, T)) {
     const DeviceRouting r = route_on_device(logits.data(), T, E, m.top_k, m.normalize, nullptr, be);
     if (!m.has_shared) {
       routed_experts_forward_device(m.set, false, h, r, nullptr, nullptr, out, be);
@@ -160,33 +160,16 @@ ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Back
   return s;
 }
 
-namespace {
-DeviceRouting device_routing_buffers(int64_t T, int64_t E, int64_t k, kernels::Backend& be) {
+DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t k,
+                              bool normalize, const float* expert_scale, kernels::Backend& be) {
   if (T > kernels::kMoeDeviceMaxTokens)
     fail("MoE device routing: ", T, " tokens (at most ", kernels::kMoeDeviceMaxTokens, ")");
   const int64_t n = T * k;
-  return {be.array<int32_t>(n), be.array<float>(n), be.array<int32_t>(n), be.array<int32_t>(n),
-          be.array<int32_t>(kernels::moe_groups_size(T, k, E)), T, k};
-}
-}  // namespace
-
-DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t k,
-                              bool normalize, const float* expert_scale, kernels::Backend& be) {
-  DeviceRouting r = device_routing_buffers(T, E, k, be);
+  DeviceRouting r{be.array<int32_t>(n), be.array<float>(n), be.array<int32_t>(n),
+                  be.array<int32_t>(n), be.array<int32_t>(kernels::moe_groups_size(T, k, E)), T, k};
   be.moe_route_group(logits, T, E, k, normalize, expert_scale, r.experts.data(), r.weights.data(),
                      r.source.data(), r.slot.data(), r.groups.data());
   return r;
-}
-
-void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
-                                   int64_t T, int64_t k, const int32_t* experts,
-                                   const float* weights, const float* shared,
-                                   const float* shared_gate, float* out, kernels::Backend& be) {
-  const int64_t E = static_cast<int64_t>(set.down.size());
-  DeviceRouting r = device_routing_buffers(T, E, k, be);
-  be.moe_group(experts, T, k, E, r.source.data(), r.slot.data(), r.groups.data());
-  be.copy_2d(r.weights.data(), T * k, weights, T * k, 1, T * k);
-  routed_experts_forward_device(set, gelu_tanh, h, r, shared, shared_gate, out, be);
 }
 
 // The device form of routed_experts_forward: the same ops, with group_by_expert done by moe_group
@@ -216,8 +199,7 @@ void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const f
 }
 
 int64_t feed_forward_record_limit(const FeedForward& ffn, int64_t dense_limit) {
-  if (!ffn.moe) return dense_limit;
-  return ffn.moe->set.on_device ? std::min(dense_limit, kernels::kMoeDeviceMaxTokens) : 0;
+  return ffn.moe ? experts_record_limit(ffn.moe->set, dense_limit) : dense_limit;
 }
 
 FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,

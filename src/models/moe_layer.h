@@ -7,6 +7,7 @@
 // (Backend::moe_combine). No capacity limit, no dropped tokens, no padding.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
@@ -45,6 +46,15 @@ struct ExpertSet {
 };
 // The set over `experts` (which must outlive it and not move).
 ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Backend& be);
+// True when a call of T tokens through these experts routes on the device (else on the host).
+inline bool routes_on_device(const ExpertSet& set, int64_t T) {
+  return set.on_device && T <= kernels::kMoeDeviceMaxTokens;
+}
+// The most tokens a recorded step through these experts may hold (it must read nothing back):
+// min(limit, kMoeDeviceMaxTokens) on the device, 0 when they route on the host.
+inline int64_t experts_record_limit(const ExpertSet& set, int64_t limit) {
+  return set.on_device ? std::min(limit, kernels::kMoeDeviceMaxTokens) : 0;
+}
 
 // A call's routing and grouping in backend memory (Backend::moe_route_group): experts / weights
 // [T][k], source / slot [T k] and the groups table, for T <= kernels::kMoeDeviceMaxTokens tokens.
@@ -64,11 +74,6 @@ DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t
 // routed_experts_forward of the same routing.
 void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
                                    const DeviceRouting& r, const float* shared,
-                                   const float* shared_gate, float* out, kernels::Backend& be);
-// The same from a routing given in backend memory (experts / weights [T][k]): groups it first.
-void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
-                                   int64_t T, int64_t k, const int32_t* experts,
-                                   const float* weights, const float* shared,
                                    const float* shared_gate, float* out, kernels::Backend& be);
 
 struct MoeWeights {

@@ -335,12 +335,11 @@ TEST_F(CudaTest, MoeLayerDevicePathIsHostPathBitwiseEagerAndReplayed) {
         Floats h = be->upload(inputs[round]), sh = be->upload(shared_in[round]),
                sg = be->upload(gate_in[round]);
         Floats logits = be->array<float>(T * E), out = be->array<float>(T * H);
-        Floats w = be->array<float>(T * k);
-        Ints ids = be->array<int32_t>(T * k);
         be->linear(h.data(), T, router, nullptr, logits.data());
-        be->moe_route(logits.data(), T, E, k, true, nullptr, ids.data(), w.data());
-        lockstep::routed_experts_forward_device(set, false, h.data(), T, k, ids.data(), w.data(),
-                                                sh.data(), sg.data(), out.data(), *be);
+        const lockstep::DeviceRouting r =
+            lockstep::route_on_device(logits.data(), T, E, k, true, nullptr, *be);
+        lockstep::routed_experts_forward_device(set, false, h.data(), r, sh.data(), sg.data(),
+                                                out.data(), *be);
         const std::vector<float> got = be->download(out.data(), T * H);
         be->end_step(true);
         EXPECT_TRUE(same_bits(got.data(), want[round].data(), got.size()))

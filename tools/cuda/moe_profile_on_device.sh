@@ -6,8 +6,8 @@
 #       (--clock-control none, caches flushed between kernels; NCU=first (default), all or 0) of
 #       every kernel of a short eager run, as CSV (ncu_<shape>.csv: duration and DRAM bytes per
 #       launch; fold it with tools/cuda/ncu_summary.py). With an old engine (below), the bench
-#       runs both binaries, alternated, at -p 128 (2 rounds) and -p 2048 (1), and a small Gemma 4
-#       MoE is gated and compared old against new first (GEMMA=0 leaves it out).
+#       runs both binaries, alternated, at -p 128 (2 rounds) and -p 2048 (1) (RUNS: round:prompt
+#       pairs).
 #   tools/cuda/moe_profile_on_device.sh check     the GPU op tests of attention, MoE and Gemma
 #       ops, the generation gate (CHECK=moe: small MoE shapes and a dense Qwen3-0.6B shape;
 #       CHECK=gemma: the small Gemma 3 / 4 / 4-MoE presets with drafts and Gemma 4's assistant;
@@ -102,21 +102,6 @@ fi
 ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)"
 [ -x "$ncu" ] || ncu="$(ls /usr/local/cuda/bin/ncu 2>/dev/null || true)"
 note "ncu: ${ncu:-none}"
-# Gemma 4's MoE (routed on the device since it could be): the gate, and old against new bits.
-if [ -n "$old" ] && [ "${GEMMA:-1}" = 1 ]; then
-  g="$work/g4moe"
-  "$bin" make-random --like small-gemma4-moe -o "$g" --dtype bf16 --seed 21 >/dev/null 2>&1
-  printf '%s\n' '{"ids": [1, 17, 256, 42]}' '{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 9, 9, 9, 9, 9, 9, 9]}' >"$work/gp.jsonl"
-  timeout 300 "$bin" verify --device cuda --prompts "$work/gp.jsonl" -n 32 -m "$g" >"$out/gate_g4moe.log" 2>&1
-  note "gate small-gemma4-moe: $(grep -E '^(PASS|FAIL)|error' "$out/gate_g4moe.log" | tail -1)"
-  ids=$(seq -s, 3 7 283)
-  for b in "$old" "$bin"; do
-    "$b" score --device cuda -m "$g" --ids "$ids" --logits-hash --json 2>/dev/null | md5sum
-    "$b" generate --device cuda -m "$g" --prompt-ids "$ids" -n 40 --json 2>/dev/null |
-      python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])'
-  done >"$out/oldnew_g4moe.txt"
-  note "old vs new small-gemma4-moe: $([ "$(sort -u "$out/oldnew_g4moe.txt" | wc -l)" = 2 ] && echo identical || echo DIFFER)"
-fi
 first=1
 for spec in ${SHAPES:-qwen3-30b-a3b:12 qwen3.5-35b-a3b:12 gemma-4-26b-a4b:6 qwen3-8b:12}; do
   s="${spec%%:*}"; layers="${spec##*:}"

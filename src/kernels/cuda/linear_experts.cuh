@@ -60,12 +60,10 @@ __global__ void __launch_bounds__(Skinny<MT, true, S, ExpertCfg<QB>, QB>::kThrea
   o.end[0] = static_cast<int>(gridDim.x);
   o.n = 1;
   const uint32_t* sb = QB == 0 ? nullptr : a.sb[e * a.P + p];
-  if (a.x_rows)
-    skinny_body<MT, true, S, ExpertCfg<QB>, QB>(o, a.x, rows, a.K, a.Ks, sb, a.lg, a.pair_fmt,
-                                               a.x_rows + first);
-  else
-    skinny_body<MT, true, S, ExpertCfg<QB>, QB>(o, a.x + static_cast<int64_t>(first) * a.K, rows,
-                                               a.K, a.Ks, sb, a.lg, a.pair_fmt);
+  // The expert's rows: through the row map from its first entry, or x from its first row.
+  const int32_t* xrows = a.x_rows ? a.x_rows + first : nullptr;
+  const float* x = a.x_rows ? a.x : a.x + static_cast<int64_t>(first) * a.K;
+  skinny_body<MT, true, S, ExpertCfg<QB>, QB>(o, x, rows, a.K, a.Ks, sb, a.lg, a.pair_fmt, xrows);
 }
 
 // Launches the grouped kernel at QB for T tokens (an expert has at most T rows) and `slots`

@@ -205,12 +205,16 @@ __global__ void moe_route_group_kernel(const float* __restrict__ logits, int T, 
   group_rows(reinterpret_cast<int32_t*>(sm), experts, T * k, k, E, source, slot, groups);
 }
 
+// The routing kernels pick k <= 32 experts (one warp's arg-max rounds) out of E.
+void check_top_k(const char* op, int64_t k, int64_t E) {
+  if (k < 1 || k > E || k > 32) fail("CUDA ", op, ": k = ", k, " outside [1, min(", E, ", 32)]");
+}
+
 }  // namespace
 
 void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
                const float* expert_scale, int32_t* experts, float* weights) {
-  if (k < 1 || k > E || k > 32)
-    fail("CUDA moe_route: k = ", k, " outside [1, min(", E, ", 32)]");
+  check_top_k("moe_route", k, E);
   if (E > kMoeMaxExperts) fail("CUDA moe_route: ", E, " experts (at most ", kMoeMaxExperts, ")");
   if (T <= 0) return;
   const size_t smem = static_cast<size_t>(kRouteWarps) * (E + 32) * sizeof(float);
@@ -240,8 +244,7 @@ void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool 
     moe_group(experts, T, k, E, source, slot, groups);
     return;
   }
-  if (k < 1 || k > E || k > 32)
-    fail("CUDA moe_route_group: k = ", k, " outside [1, min(", E, ", 32)]");
+  check_top_k("moe_route_group", k, E);
   if (T <= 0) return;
   launch("moe_route_group_kernel", moe_route_group_kernel, 1, kGroupThreads,
          std::max(route_smem, group_smem), logits, static_cast<int>(T), static_cast<int>(E),
