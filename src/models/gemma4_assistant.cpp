@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "models/attention_layer.h"
+#include "models/forward_common.h"
 #include "models/gemma4.h"
 #include "models/gemma_common.h"
 #include "models/weights.h"
@@ -76,6 +77,7 @@ class Assistant final : public Gemma4Assistant {
     // Rows: token, hidden, position n, the target's block table and n keys.
     std::vector<int32_t> tokens, n_keys, tables;
     std::vector<int64_t> positions;
+    std::vector<float> hidden;
     int64_t stride = 1, max_keys = 0;
     for (const Step& s : steps) {
       if (!s.target || s.target->length < 1)
@@ -88,6 +90,17 @@ class Assistant final : public Gemma4Assistant {
       stride = std::max<int64_t>(stride, static_cast<int64_t>(s.target->kv_blocks.size()));
       max_keys = std::max(max_keys, s.target->length);
     }
+    // A draft step reads nothing back before its outputs, so a backend may record and replay it
+    // (CUDA: one graph launch instead of ~12 launches per layer). The key holds the row count
+    // and the key bound rounded up to kKeyBucket; the block tables are padded to that bound, so
+    // every address and launch shape is a function of the key (attention's bits depend on
+    // neither).
+    const std::string key = recorded_key(T, max_keys);
+    if (!key.empty()) {
+      max_keys = (max_keys + kKeyBucket - 1) / kKeyBucket * kKeyBucket;
+      stride = std::max(stride, (max_keys + src_.kv->block_tokens() - 1) / src_.kv->block_tokens());
+    }
+    RecordedStep recorded(be, key);
     for (const Step& s : steps) {
       tokens.push_back(s.token);
       positions.push_back(s.target->length);
@@ -95,6 +108,7 @@ class Assistant final : public Gemma4Assistant {
       const size_t at = tables.size();
       tables.resize(at + stride, 0);
       std::copy(s.target->kv_blocks.begin(), s.target->kv_blocks.end(), tables.begin() + at);
+      hidden.insert(hidden.end(), s.hidden.begin(), s.hidden.end());
     }
     const kernels::Ints d_tokens = be.upload(tokens), d_tables = be.upload(tables),
                         d_keys = be.upload(n_keys);
@@ -107,13 +121,13 @@ class Assistant final : public Gemma4Assistant {
     const kernels::Floats cs_full = be.upload(host);
 
     // x = pre_projection([target_embed(token) * scale | hidden]).
+    const kernels::Floats d_hidden = be.upload(hidden);
     kernels::Floats e = be.array<float>(T * B), cat = be.array<float>(T * 2 * B),
                     x = be.array<float>(T * H);
     be.embedding(src_.embed, d_tokens.data(), T, e.data());
     be.scale(e.data(), T * B, src_.embed_scale);
     be.copy_2d(cat.data(), 2 * B, e.data(), B, T, B);
-    for (int64_t i = 0; i < T; ++i)
-      be.upload(cat.data() + i * 2 * B + B, steps[i].hidden.data(), B * sizeof(float));
+    be.copy_2d(cat.data() + B, 2 * B, d_hidden.data(), B, T, B);
     be.linear(cat.data(), T, pre_projection_, nullptr, x.data());
 
     for (const AssistantLayer& L : layers_)
@@ -124,12 +138,18 @@ class Assistant final : public Gemma4Assistant {
     be.rms_norm(x.data(), T, H, final_norm_.data(), eps, false, z.data());
     be.linear(z.data(), T, post_projection_, nullptr, next.data());
     be.linear(z.data(), T, lm_head_, nullptr, logits.data());
+    kernels::Floats centroid_scores;  // [T][num_centroids], before the first download ends the step
+    if (c_.use_ordered_embeddings) {
+      centroid_scores = be.array<float>(T * c_.num_centroids);
+      be.linear(z.data(), T, centroids_, nullptr, centroid_scores.data());
+    }
     ForwardResult r;
     r.rows = T;
     for (int64_t i = 0; i < T; ++i) r.first_row.push_back(i);
     r.hidden = be.download(next.data(), T * B);
     r.logits = be.download(logits.data(), T * V);
-    if (c_.use_ordered_embeddings) mask_to_centroids(z.data(), T, r.logits);
+    if (c_.use_ordered_embeddings)
+      mask_to_centroids(be.download(centroid_scores.data(), T * c_.num_centroids), T, r.logits);
     return r;
   }
 
@@ -141,6 +161,13 @@ class Assistant final : public Gemma4Assistant {
       fail(c.source, ": a gemma4_assistant drafts for a Gemma 4 target (it reads the target's "
            "KV cache), but the target's model_type is ", target.config().model_type);
     return *s;
+  }
+
+  // The key of a draft step a backend may record ("" when its logits would not fit a step).
+  std::string recorded_key(int64_t T, int64_t max_keys) const {
+    if (T > kRecordedMaxTokens || T * c_.text.vocab_size * 4 > kRecordedMaxLogitBytes) return "";
+    return "gemma4_assistant|" + std::to_string(T) + "|k" +
+           std::to_string((max_keys + kKeyBucket - 1) / kKeyBucket);
   }
 
   int64_t kind_head_dim(bool sliding) const {
@@ -233,12 +260,9 @@ class Assistant final : public Gemma4Assistant {
   // transformers' Gemma4AssistantMaskedEmbedder: the k best centroids (ties to the lower index)
   // select vocab / C tokens each, in token_ordering's rows; those keep their lm_head logits (the
   // same dot products), every other token gets the minimum of the selected ones minus 1.
-  void mask_to_centroids(const float* z, int64_t T, std::vector<float>& logits) {
-    kernels::Backend& be = *src_.backend;
+  // scores: [T][num_centroids], the centroid projection of the final-normed rows.
+  void mask_to_centroids(const std::vector<float>& scores, int64_t T, std::vector<float>& logits) {
     const int64_t V = c_.text.vocab_size, C = c_.num_centroids, K = V / C;
-    kernels::Floats cl = be.array<float>(T * C);
-    be.linear(z, T, centroids_, nullptr, cl.data());
-    const std::vector<float> scores = be.download(cl.data(), T * C);
     std::vector<int32_t> order(C);
     std::vector<float> row(V);
     for (int64_t r = 0; r < T; ++r) {
