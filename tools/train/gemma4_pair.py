@@ -26,7 +26,7 @@ batched call with those masks; the `check` stage proves that call equal to trans
 Gemma4AssistantForCausalLM forward, one position at a time, on the exported weights. The loss is the
 cross-entropy of the assistant's distribution against the target's (soft labels: forward KL).
 
-Stages: data (corpus + encode), build, train (wall-clock deadline), export (BF16, reload checks),
+Stages: data (corpus + encode), build, precheck (the check below on the untrained pair), train (wall-clock deadline), export (BF16, reload checks),
 check (batched assistant forward vs transformers' API), eval (held-out loss, draft agreement).
 OUTDIR/models/<name>/ and OUTDIR/results.json.
 """
@@ -294,8 +294,7 @@ def stage_export(args, tgt, asst, held_ids, dev):
     with torch.no_grad():
         a = rt(input_ids=ids, use_cache=False).logits
         b = ref_t(input_ids=ids, use_cache=False).logits
-        _, _, mine = target_pass(rt, ids)
-        h, shared, _ = target_pass(rt, ids)
+        h, shared, mine = target_pass(rt, ids)
         masks = query_masks(ra, 1, 200, ids.shape[1], 1, dev)
         toks = [ids[:, 1:201]]
         la = assistant_steps(ra, rt.get_input_embeddings(), h[:, :200], toks, shared, 1, masks)[0]
@@ -310,7 +309,7 @@ def stage_export(args, tgt, asst, held_ids, dev):
     return rt, ra, td, ad
 
 
-def stage_check(args, rt, ra, held_ids, dev):
+def stage_check(args, rt, ra, held_ids, dev, name="check"):
     """The batched training forward against transformers' own assistant forward, one position at a
     time over a target cache of exactly that position's keys (transformers 5.17's candidate generator)."""
     K = args.draft_steps
@@ -342,10 +341,11 @@ def stage_check(args, rt, ra, held_ids, dev):
             checks.append({"n": n, "max_rel_diff": d, "ref_argmax": [int(r.argmax()) for r in ref],
                            "mine_argmax": [int(m[0, n - 1].argmax()) for m in mine]})
             worst = max(worst, d)
-    RESULTS["check"] = {"positions": checks, "worst_rel_diff": worst}
-    log("check:", json.dumps(RESULTS["check"]))
+    RESULTS[name] = {"positions": checks, "worst_rel_diff": worst}
+    log(f"{name}:", json.dumps(RESULTS[name]))
     if worst > 1e-3:
         raise RuntimeError(f"the batched assistant forward differs from transformers' by {worst:.3g} (relative)")
+    return worst
 
 
 def stage_eval(args, rt, ra, held_ids, dev):
@@ -423,6 +423,11 @@ def main():
     if models is None:
         return 1
     tgt, asst = models
+    # The same check on the untrained pair first (float32 copies): an API mismatch ends the call
+    # in its first minute instead of after training.
+    if stage("precheck", args, stage_check, args, copy.deepcopy(tgt).float().eval(),
+             copy.deepcopy(asst).float().eval(), held_ids, dev, "precheck") is None:
+        return 1
     if stage("train", args, stage_train, args, tgt, asst, train_ids, dev) is None:
         return 1
     exported = stage("export", args, stage_export, args, tgt, asst, held_ids, dev)
