@@ -4,8 +4,9 @@
 # Qwen3-8B-shaped BF16 checkpoint). Run ON the GPU machine from the repo root, after
 # tools/cuda/pack_engine.sh and tools/bench/pack_llama_cuda.sh here and a `run` that carries
 # .cuda-carry-engine and .cuda-carry-llama, with timeout_s 600.
-#   tools/bench/cuda_vs_llamacpp.sh [LIKE]   LIKE: a dense qwen3 make-random preset
-#                                            (default qwen3-8b; qwen3-0.6b for a quick check)
+#   tools/bench/cuda_vs_llamacpp.sh [LIKE]   LIKE: a qwen3 or qwen3_moe make-random preset
+#                                            (default qwen3-8b; qwen3-0.6b for a quick check;
+#                                            LAYERS=12 qwen3-30b-a3b: the MoE shape, 12 layers)
 # Steps (every one under a timeout; about 6 to 8 minutes for qwen3-8b on an H200, build included):
 #  0. llama-bench: carried (pack_llama_cuda.sh ... binary), or built here in the background from
 #     the carried llama.cpp source (pack_llama_cuda.sh ... source: CUDA, sm_90, GGML_NATIVE, all
@@ -47,14 +48,16 @@ deadline="${DEADLINE_S:-560}"; ub="${LLAMA_UB:-512,2048}"; fast="${FAST:-1}"; qu
 build_timeout="${BUILD_TIMEOUT_S:-390}"
 export LLAMA_CUDA_BUILD="${LLAMA_CUDA_BUILD:-/tmp/llama-cuda-build}"  # read by run-llama-bench
 dev="${CUDA_DEVICE:-cuda}"
-case "$like" in *[!a-z0-9.-]*|"") echo "usage: $0 [qwen3-8b|qwen3-1.7b|qwen3-0.6b]" >&2; exit 2 ;; esac
+case "$like" in *[!a-z0-9.-]*|"") echo "usage: $0 [qwen3-8b|qwen3-1.7b|qwen3-0.6b|qwen3-30b-a3b]" >&2; exit 2 ;; esac
+layers="${LAYERS:-}"  # the first N decoder layers only (make-random --layers), e.g. a MoE shape
+name="$like${layers:+-${layers}l}"
 work="${WORK:-/tmp/lockstep-cuda}"
 ls_bin="${LOCKSTEP_RUN:-$root/.cuda-carry-engine/bin/run-lockstep}"
 ll_bin="${LLAMA_RUN:-$root/.cuda-carry-llama/bin/run-llama-bench}"
 out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out" "$work"
-sum="$out/cuda_vs_llamacpp_$like.txt"; log="$out/cuda_vs_llamacpp_$like.log"
-res="$work/cvl-$like"  # one JSON file per run, read by the summary
+sum="$out/cuda_vs_llamacpp_$name.txt"; log="$out/cuda_vs_llamacpp_$name.log"
+res="$work/cvl-$name"  # one JSON file per run, read by the summary
 rm -rf "$res"; mkdir -p "$res"
 : >"$sum"; : >"$log"
 t0=$(date +%s)
@@ -174,7 +177,7 @@ finish_build() {  # waits for the background build; sets ll_ok
 }
 
 # 1. The checkpoint: complete when every safetensors file's header accounts for its size.
-ckpt="$work/$like"
+ckpt="$work/$name"
 complete() {
   python3 - "$1" <<'PY' 2>>"$log"
 import json, os, struct, sys
@@ -193,7 +196,7 @@ for f in files:
 PY
 }
 avail_gb() { df -P -B1G "$1" 2>/dev/null | awk 'NR == 2 {print $4}'; }
-case "$like" in qwen3-8b) need_gb=17 ;; qwen3-1.7b) need_gb=5 ;; qwen3-0.6b) need_gb=2 ;; *) need_gb=10 ;; esac
+case "$name" in qwen3-8b) need_gb=17 ;; qwen3-1.7b) need_gb=5 ;; qwen3-0.6b) need_gb=2 ;; qwen3-30b-a3b-12l) need_gb=16 ;; *) need_gb=10 ;; esac
 # Where a file of need_gb goes: the first of DIR... with room, else a tmpfs mounted for it (the
 # machine has far more memory than disk; the checkpoint and the GGUF together need twice that).
 tmpfs=/tmp/cvl-tmpfs
@@ -211,38 +214,38 @@ pick_dir() {  # DIR...
   [ "${a:-0}" -ge $((need_gb + 1)) ] && echo "$tmpfs"
 }
 df -h "$work" /dev/shm >>"$log" 2>&1
-[ -d "$tmpfs/$like" ] && ! complete "$ckpt" && complete "$tmpfs/$like" && ckpt="$tmpfs/$like"
+[ -d "$tmpfs/$name" ] && ! complete "$ckpt" && complete "$tmpfs/$name" && ckpt="$tmpfs/$name"
 if complete "$ckpt"; then
   stamp "reusing $ckpt"
 else
   rm -rf "$ckpt"
   dir=$(pick_dir "$work") || fail "no room for $like ($need_gb GB) in $work nor in a tmpfs"
-  ckpt="$dir/$like"
+  ckpt="$dir/$name"
   stamp "make-random $like into $ckpt ($need_gb GB)"
   t=$(tmo 240) || fail "no time left for make-random"
   # Few generator threads while llama.cpp compiles (the bytes do not depend on the count).
-  timeout "$t" "$ls_bin" make-random --like "$like" -o "$ckpt" --seed 3 --dtype bf16 \
+  timeout "$t" "$ls_bin" make-random --like "$like" ${layers:+--layers "$layers"} -o "$ckpt" --seed 3 --dtype bf16 \
     ${bpid:+--threads 4} >>"$log" 2>&1 ||
-    fail "make-random (rc $?; log: cuda_vs_llamacpp_$like.log)"
+    fail "make-random (rc $?; log: cuda_vs_llamacpp_$name.log)"
   complete "$ckpt" || fail "make-random wrote an incomplete checkpoint"
 fi
 stamp "checkpoint ready"
 
 # 2. The GGUF: next to the checkpoint, else in /dev/shm or a tmpfs (memory) when the disk is short.
 gguf=
-for g in "$work/$like.gguf" "/dev/shm/$like.gguf" "$tmpfs/$like.gguf"; do
+for g in "$work/$name.gguf" "/dev/shm/$name.gguf" "$tmpfs/$name.gguf"; do
   [ -f "$g" ] && [ -z "$(find "$ckpt" -name '*.safetensors' -newer "$g")" ] && gguf="$g" && break
 done
 if [ -n "$gguf" ]; then
   stamp "reusing $gguf"
 else
-  rm -f "$work/$like.gguf"* "/dev/shm/$like.gguf"* "$tmpfs/$like.gguf"*
-  dir=$(pick_dir "$(dirname "$ckpt")" /dev/shm) || fail "no room for $like.gguf ($need_gb GB)"
-  gguf="$dir/$like.gguf"
+  rm -f "$work/$name.gguf"* "/dev/shm/$name.gguf"* "$tmpfs/$name.gguf"*
+  dir=$(pick_dir "$(dirname "$ckpt")" /dev/shm) || fail "no room for $name.gguf ($need_gb GB)"
+  gguf="$dir/$name.gguf"
   stamp "writing $gguf"
   t=$(tmo 240) || fail "no time left for the GGUF"
   timeout "$t" python3 tools/bench/safetensors_to_gguf.py "$ckpt" "$gguf" >>"$log" 2>&1 ||
-    fail "safetensors_to_gguf (rc $?; log: cuda_vs_llamacpp_$like.log)"
+    fail "safetensors_to_gguf (rc $?; log: cuda_vs_llamacpp_$name.log)"
   note "$(grep '^safetensors_to_gguf: .* GB in' "$log" | tail -1)"
 fi
 stamp "gguf ready"
@@ -292,7 +295,7 @@ for f in "$res"/*.json; do echo "== $(basename "$f")"; cat "$f"; done >>"$log" 2
 [ -f "$blog" ] && { echo "== llama-bench build log"; cat "$blog"; } >>"$log"
 
 # 4. Summary.
-python3 - "$res" "$like" "$P" "$N" "$R" >>"$sum" 2>>"$log" <<'PY'
+python3 - "$res" "$name" "$P" "$N" "$R" >>"$sum" 2>>"$log" <<'PY'
 import glob, json, os, re, statistics as st, sys
 res, like, P, N, R = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 rows = {}  # (engine, setting, metric) -> {round: tok/s}

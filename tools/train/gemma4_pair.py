@@ -400,7 +400,7 @@ def main():
     ap.add_argument("--assistant-lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=150)
     ap.add_argument("--steps", type=int, default=0, help="0: as many as fit before --train-until")
-    ap.add_argument("--train-until", type=float, default=330.0, help="seconds after start")
+    ap.add_argument("--train-until", type=float, default=250.0, help="seconds after start")
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--eval-windows", type=int, default=128)
     ap.add_argument("--seed", type=int, default=4321)
