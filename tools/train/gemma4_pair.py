@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train a small Gemma 4 target (gemma4_text) and its assistant drafter (gemma4_assistant) in one GPU call.
 
-    python3 tools/train/gemma4_pair.py --work /tmp/lockstep-gemma4 --out OUTDIR [--train-until 330]
+    python3 tools/train/gemma4_pair.py --work /tmp/lockstep-gemma4 --out OUTDIR [--train-until 250]
 
 The pair exists to measure lockstep's `--spec assistant` on weights whose drafts are worth
 accepting (random weights accept ~20%). Same corpus as train.py (Python source found on the GPU
@@ -122,7 +122,7 @@ def query_masks(asst, first, Q, T, B, dev):
     for name, allowed in ((FULL, full), (SLIDE, sliding)):
         m = allowed[None, None].expand(B, 1, Q, T)
         if impl == "eager":
-            m = torch.zeros(m.shape, device=dev).masked_fill(~m, torch.finfo(torch.float32).min)
+            m = torch.zeros(m.shape, device=dev, dtype=asst.dtype).masked_fill(~m, torch.finfo(asst.dtype).min)
         elif impl != "sdpa":
             raise RuntimeError(f"assistant attention implementation {impl}: the training masks need sdpa or eager")
         out[name] = m
@@ -313,6 +313,9 @@ def stage_check(args, rt, ra, held_ids, dev, name="check"):
     """The batched training forward against transformers' own assistant forward, one position at a
     time over a target cache of exactly that position's keys (transformers 5.17's candidate generator)."""
     K = args.draft_steps
+    # Float64 copies: a random or lightly trained stack amplifies float32 (and TF32) rounding
+    # through its attention peaks, so only float64 separates a semantic difference from noise.
+    rt, ra = copy.deepcopy(rt).double().eval(), copy.deepcopy(ra).double().eval()
     ids = torch.from_numpy(held_ids[:400].astype(np.int64))[None].to(dev)
     L = ids.shape[1]
     embed = rt.get_input_embeddings()
@@ -343,7 +346,7 @@ def stage_check(args, rt, ra, held_ids, dev, name="check"):
             worst = max(worst, d)
     RESULTS[name] = {"positions": checks, "worst_rel_diff": worst}
     log(f"{name}:", json.dumps(RESULTS[name]))
-    if worst > 1e-3:
+    if worst > 1e-6:
         raise RuntimeError(f"the batched assistant forward differs from transformers' by {worst:.3g} (relative)")
     return worst
 
@@ -404,6 +407,7 @@ def main():
     ap.add_argument("--log-every", type=int, default=50)
     ap.add_argument("--eval-windows", type=int, default=128)
     ap.add_argument("--seed", type=int, default=4321)
+    ap.add_argument("--strict", action="store_true", help="stop when the untrained pair fails the check")
     ap.add_argument("--target-name", default="lockstep-gemma4-code")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -423,10 +427,9 @@ def main():
     if models is None:
         return 1
     tgt, asst = models
-    # The same check on the untrained pair first (float32 copies): an API mismatch ends the call
-    # in its first minute instead of after training.
-    if stage("precheck", args, stage_check, args, copy.deepcopy(tgt).float().eval(),
-             copy.deepcopy(asst).float().eval(), held_ids, dev, "precheck") is None:
+    # The same check on the untrained pair first: with --strict a mismatch ends the call in its
+    # first minute instead of after training.
+    if stage("precheck", args, stage_check, args, tgt, asst, held_ids, dev, "precheck") is None and args.strict:
         return 1
     if stage("train", args, stage_train, args, tgt, asst, train_ids, dev) is None:
         return 1
