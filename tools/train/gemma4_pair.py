@@ -346,7 +346,10 @@ def stage_check(args, rt, ra, held_ids, dev, name="check"):
             worst = max(worst, d)
     RESULTS[name] = {"positions": checks, "worst_rel_diff": worst}
     log(f"{name}:", json.dumps(RESULTS[name]))
-    if worst > 1e-6:
+    # transformers keeps float32 islands in a float64 model (the rotary tables), and a random stack
+    # amplifies them through its attention peaks: the untrained pair measured 1.6e-5 with every
+    # argmax equal, the trained one 8.9e-8; a mask or position off by one is O(1).
+    if worst > 1e-4:
         raise RuntimeError(f"the batched assistant forward differs from transformers' by {worst:.3g} (relative)")
     return worst
 
