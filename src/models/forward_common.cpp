@@ -37,10 +37,7 @@ FlatBatch flatten_batch(std::span<const ForwardItem> items, KvPool& pool,
     stride = std::max<int64_t>(stride, static_cast<int64_t>(it.seq->kv_blocks.size()));
     max_keys = std::max<int64_t>(max_keys, it.seq->length + static_cast<int64_t>(it.tokens.size()));
   }
-  if (recorded) {  // both from the key alone (attention's bits never depend on either)
-    max_keys = (max_keys + kKeyBucket - 1) / kKeyBucket * kKeyBucket;
-    stride = std::max(stride, (max_keys + pool.block_tokens() - 1) / pool.block_tokens());
-  }
+  if (recorded) pad_to_key_bucket(max_keys, stride, pool.block_tokens());
   std::vector<int32_t> slots, tables, n_keys;
   for (const ForwardItem& it : items) {
     b.item_first.push_back(static_cast<int64_t>(b.tokens.size()));
@@ -111,9 +108,18 @@ std::string graph_key(std::string_view model, std::span<const ForwardItem> items
     }
     if (it.keep_rollback) key << 'r';  // a hybrid verify block also copies its rollback data
   }
-  if (total > max_tokens || logit_rows * vocab * 4 > kRecordedMaxLogitBytes) return "";
-  key << "|k" << (max_keys + kKeyBucket - 1) / kKeyBucket;
+  if (!recordable_step(total, logit_rows, vocab, max_tokens)) return "";
+  key << "|k" << key_bucket(max_keys);
   return key.str();
+}
+
+bool recordable_step(int64_t tokens, int64_t logit_rows, int64_t vocab, int64_t max_tokens) {
+  return tokens <= max_tokens && logit_rows * vocab * 4 <= kRecordedMaxLogitBytes;
+}
+
+void pad_to_key_bucket(int64_t& max_keys, int64_t& stride, int64_t block_tokens) {
+  max_keys = key_bucket(max_keys) * kKeyBucket;
+  stride = std::max(stride, (max_keys + block_tokens - 1) / block_tokens);
 }
 
 ForwardResult finish_forward(std::span<const ForwardItem> items, const FlatBatch& batch,

@@ -40,6 +40,14 @@ inline constexpr int64_t kRecordedMaxTokens = 256, kKeyBucket = 256;
 inline constexpr int64_t kRecordedMaxLogitBytes = int64_t{256} << 20;
 std::string graph_key(std::string_view model, std::span<const ForwardItem> items, int64_t vocab,
                       int64_t max_tokens = kRecordedMaxTokens);
+// The parts of that rule other recorded steps share (the Gemma 4 assistant's draft steps): whether
+// `tokens` rows with `logit_rows` rows of logits may be recorded, the key bucket of an attention
+// bound, and the bound and block-table stride a recorded step pads to (both from the key alone;
+// attention's bits never depend on either).
+bool recordable_step(int64_t tokens, int64_t logit_rows, int64_t vocab,
+                     int64_t max_tokens = kRecordedMaxTokens);
+inline int64_t key_bucket(int64_t max_keys) { return (max_keys + kKeyBucket - 1) / kKeyBucket; }
+void pad_to_key_bucket(int64_t& max_keys, int64_t& stride, int64_t block_tokens);
 
 // Brackets a forward with begin_step / end_step (end_step also when the forward throws).
 class RecordedStep {

@@ -95,11 +95,11 @@ class Assistant final : public Gemma4Assistant {
     // and the key bound rounded up to kKeyBucket; the block tables are padded to that bound, so
     // every address and launch shape is a function of the key (attention's bits depend on
     // neither).
-    const std::string key = recorded_key(T, max_keys);
-    if (!key.empty()) {
-      max_keys = (max_keys + kKeyBucket - 1) / kKeyBucket * kKeyBucket;
-      stride = std::max(stride, (max_keys + src_.kv->block_tokens() - 1) / src_.kv->block_tokens());
-    }
+    const std::string key = recordable_step(T, T, t.vocab_size)
+                                ? "gemma4_assistant|" + std::to_string(T) + "|k" +
+                                      std::to_string(key_bucket(max_keys))
+                                : "";
+    if (!key.empty()) pad_to_key_bucket(max_keys, stride, src_.kv->block_tokens());
     RecordedStep recorded(be, key);
     for (const Step& s : steps) {
       tokens.push_back(s.token);
@@ -161,13 +161,6 @@ class Assistant final : public Gemma4Assistant {
       fail(c.source, ": a gemma4_assistant drafts for a Gemma 4 target (it reads the target's "
            "KV cache), but the target's model_type is ", target.config().model_type);
     return *s;
-  }
-
-  // The key of a draft step a backend may record ("" when its logits would not fit a step).
-  std::string recorded_key(int64_t T, int64_t max_keys) const {
-    if (T > kRecordedMaxTokens || T * c_.text.vocab_size * 4 > kRecordedMaxLogitBytes) return "";
-    return "gemma4_assistant|" + std::to_string(T) + "|k" +
-           std::to_string((max_keys + kKeyBucket - 1) / kKeyBucket);
   }
 
   int64_t kind_head_dim(bool sliding) const {
