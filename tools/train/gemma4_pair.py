@@ -36,7 +36,6 @@ import copy
 import json
 import math
 import os
-import shutil
 import sys
 import time
 
@@ -49,9 +48,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import corpus as corpus_mod  # noqa: E402
-import train as base  # noqa: E402  (log, stage, RESULTS, encode_docs, make_opt, lr_at, edit_json)
+import train as base  # noqa: E402  (T0, StepPlan, count, save_results)
 
-from train import RESULTS, edit_json, encode_docs, log, lr_at, make_opt, stage  # noqa: E402
+from train import RESULTS, add_tokenizer, bf16_reference, edit_json, encode_docs, log, lr_at, make_opt, stage  # noqa: E402
 
 SLIDE, FULL = "sliding_attention", "full_attention"
 TOK_DIR = os.path.join(REPO, "models", "lockstep-code-16m")
@@ -205,25 +204,12 @@ def stage_train(args, tgt, asst, train_ids, dev):
     opt_t, opt_a = make_opt(list(tgt.parameters()), args.lr), make_opt(list(asst.parameters()), args.assistant_lr)
     gen = torch.Generator(device=dev).manual_seed(args.seed)
     ar = torch.arange(T + 1, device=dev)
-    deadline = base.T0 + args.train_until
-    step, total, t_meas, hist = 0, args.steps, None, []
+    plan = base.StepPlan(base.T0 + args.train_until, args.steps)
+    step, hist = 0, []
     tgt.train(), asst.train()
     V = tgt.config.vocab_size
-    while True:
-        if total and step >= total:
-            break
-        if time.time() > deadline:
-            log(f"deadline reached at step {step}")
-            break
-        if step == 5:
-            torch.cuda.synchronize()
-            t_meas = time.time()
-        if step == 25 and not total:
-            torch.cuda.synchronize()
-            dt = (time.time() - t_meas) / 20
-            total = 25 + int((deadline - time.time()) / dt * 0.97)
-            log(f"{dt * 1e3:.1f} ms/step -> total steps {total}")
-        warm = min(args.warmup, max(1, (total or 10 ** 9) // 10))
+    while plan.more(step):
+        total, warm = plan.total, plan.warmup(args.warmup)
         w = data[torch.randint(0, n, (B,), device=dev, generator=gen)[:, None] + ar]
         x, y = w[:, :T], w[:, 1:]
         for opt, peak in ((opt_t, args.lr), (opt_a, args.assistant_lr)):
@@ -251,18 +237,9 @@ def stage_train(args, tgt, asst, train_ids, dev):
             log(json.dumps(row))
             if not math.isfinite(row["loss"]):
                 raise RuntimeError("loss is not finite")
-    RESULTS["train"] = {"steps": step, "planned_steps": total, "tokens_seen": step * B * T, "batch": B, "seq": T,
+    RESULTS["train"] = {"steps": step, "planned_steps": plan.total, "tokens_seen": step * B * T, "batch": B, "seq": T,
                         "lr": args.lr, "assistant_lr": args.assistant_lr, "draft_steps": K, "history": hist}
     return step
-
-
-def bf16_reference(model):
-    """The float32 model a BF16 checkpoint stands for (parameters rounded, buffers untouched)."""
-    ref = copy.deepcopy(model).float().eval()
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.copy_(p.to(torch.bfloat16).float())
-    return ref
 
 
 def save(model, d):
@@ -277,14 +254,7 @@ def stage_export(args, tgt, asst, held_ids, dev):
     td, ad = os.path.join(root, args.target_name), os.path.join(root, args.target_name + "-assistant")
     save(tgt, td)
     save(asst, ad)
-    for fn in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(TOK_DIR, fn), os.path.join(td, fn))
-    gc = os.path.join(td, "generation_config.json")
-    g = json.load(open(gc)) if os.path.exists(gc) else {}
-    g.update({"eos_token_id": [0, 2], "pad_token_id": 0, "bos_token_id": None, "do_sample": False})
-    with open(gc, "w") as f:
-        json.dump(g, f, indent=2, sort_keys=True)
-        f.write("\n")
+    add_tokenizer(td, TOK_DIR)
     edit_json(os.path.join(ad, "config.json"), {})  # sorted keys, as the target's
     ids = torch.from_numpy(held_ids[:257].astype(np.int64))[None].to(dev)
     rt = transformers.AutoModelForCausalLM.from_pretrained(td, dtype=torch.float32, attn_implementation="sdpa").to(dev)

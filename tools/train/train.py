@@ -200,6 +200,33 @@ def target_losses(tgt, mtp, x, y, pos, lam):
     return l_main + lam * l_mtp, l_main, l_mtp
 
 
+class StepPlan:
+    """How many steps fit before a wall-clock deadline: measured over steps 5-25, then fixed
+    (a positive `total` fixes it from the start)."""
+
+    def __init__(self, deadline, total=0):
+        self.deadline, self.total, self.t_meas = deadline, total, None
+
+    def more(self, step):
+        if self.total and step >= self.total:
+            return False
+        if time.time() > self.deadline:
+            log(f"deadline reached at step {step}")
+            return False
+        if step == 5:
+            torch.cuda.synchronize()
+            self.t_meas = time.time()
+        if step == 25 and not self.total:
+            torch.cuda.synchronize()
+            dt = (time.time() - self.t_meas) / 20
+            self.total = 25 + int((self.deadline - time.time()) / dt * 0.97)
+            log(f"{dt * 1e3:.1f} ms/step -> total steps {self.total}")
+        return True
+
+    def warmup(self, peak_warmup):
+        return min(peak_warmup, max(1, (self.total or 10 ** 9) // 10))
+
+
 def stage_train(args, tgt, mtp, drf, train_ids, dev):
     T, B = args.seq, args.batch
     data = torch.from_numpy(train_ids.astype(np.int64)).to(dev)
@@ -217,31 +244,20 @@ def stage_train(args, tgt, mtp, drf, train_ids, dev):
     gen = torch.Generator(device=dev).manual_seed(args.seed + step)
     pos = torch.arange(T, device=dev)
     ar = torch.arange(T + 1, device=dev)
-    deadline = T0 + args.train_until
-    last_ck, t_meas, hist = time.time(), None, []
+    plan = StepPlan(T0 + args.train_until, total)
+    last_ck, hist = time.time(), []
     tgt.train(), mtp.train(), drf.train()
 
     def save_ckpt():
         tmp = ck + ".tmp"
         torch.save({"target": tgt.state_dict(), "mtp": mtp.state_dict(), "draft": drf.state_dict(),
-                    "opt_t": opt_t.state_dict(), "opt_d": opt_d.state_dict(), "step": step, "total": total}, tmp)
+                    "opt_t": opt_t.state_dict(), "opt_d": opt_d.state_dict(), "step": step, "total": plan.total},
+                   tmp)
         os.replace(tmp, ck)
 
-    while True:
-        if total and step >= total:
-            break
-        if time.time() > deadline:
-            log(f"deadline reached at step {step}")
-            break
-        if step == 5:
-            torch.cuda.synchronize()
-            t_meas = time.time()
-        if step == 25 and not total:
-            torch.cuda.synchronize()
-            dt = (time.time() - t_meas) / 20
-            total = 25 + int((deadline - time.time()) / dt * 0.97)
-            log(f"{dt * 1e3:.1f} ms/step -> total steps {total} (warm-up {min(args.warmup, total // 10)})")
-        warm = min(args.warmup, max(1, (total or 10 ** 9) // 10))
+    while plan.more(step):
+        total = plan.total
+        warm = plan.warmup(args.warmup)
         off = torch.randint(0, n, (B,), device=dev, generator=gen)
         w = data[off[:, None] + ar]
         x, y = w[:, :T], w[:, 1:]
@@ -276,10 +292,11 @@ def stage_train(args, tgt, mtp, drf, train_ids, dev):
         if time.time() - last_ck > args.ckpt_every:
             save_ckpt()
             last_ck = time.time()
+    total = plan.total
     save_ckpt()
     RESULTS["train"] = {"steps": step, "planned_steps": total, "tokens_seen": step * B * T, "history": hist,
                         "batch": B, "seq": T, "lr": args.lr, "draft_lr": args.draft_lr, "mtp_lambda": args.mtp_lambda,
-                        "warmup": min(args.warmup, max(1, total // 10))}
+                        "warmup": plan.warmup(args.warmup)}
     return step
 
 
@@ -298,24 +315,38 @@ def edit_json(path, extra):
 
 def export_one(model, d, tok_dir, extra_cfg, mtp=None):
     import copy
-    import shutil
 
     from safetensors.torch import load_file, save_file
 
     os.makedirs(d, exist_ok=True)
     m = copy.deepcopy(model).to(torch.bfloat16).eval()
     m.save_pretrained(d)
-    # The float32 model the checkpoint stands for: BF16-rounded parameters, buffers (rotary inv_freq) untouched.
-    ref = copy.deepcopy(model).float().eval()
-    with torch.no_grad():
-        for p in ref.parameters():
-            p.copy_(p.to(torch.bfloat16).float())
+    ref = bf16_reference(model)
     st = os.path.join(d, "model.safetensors")
     if mtp is not None:
         t = load_file(st)
         t.update({"mtp." + k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in mtp.state_dict().items()})
         save_file(t, st, metadata={"format": "pt"})
     edit_json(os.path.join(d, "config.json"), extra_cfg)
+    add_tokenizer(d, tok_dir)
+    return ref
+
+
+def bf16_reference(model):
+    """The float32 model a BF16 checkpoint stands for: BF16-rounded parameters, buffers (rotary inv_freq) untouched."""
+    import copy
+
+    ref = copy.deepcopy(model).float().eval()
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+    return ref
+
+
+def add_tokenizer(d, tok_dir):
+    """The tokenizer files and a generation config (stops at <|endoftext|> and <|im_end|>) beside a checkpoint."""
+    import shutil
+
     gc = os.path.join(d, "generation_config.json")
     g = json.load(open(gc)) if os.path.exists(gc) else {}
     g.update({"eos_token_id": [0, 2], "pad_token_id": 0, "bos_token_id": None, "do_sample": False})
@@ -324,7 +355,6 @@ def export_one(model, d, tok_dir, extra_cfg, mtp=None):
         f.write("\n")
     for fn in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(tok_dir, fn), os.path.join(d, fn))
-    return ref
 
 
 def check_reload(ref, d, dev, ids):
