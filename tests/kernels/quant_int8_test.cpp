@@ -191,6 +191,36 @@ TEST(QuantInt8Linear, OneRowPrefetchChoicesGiveTheOraclesBits) {
   set_gemv_prefetch(bytes0, locality0);
 }
 
+// The one-row tile's width (cpu_tuning.h: gemv_tile_rows(), capped at the kernel's widest)
+// only decides which code rows share an activation load: the oracle's bits at every width.
+TEST(QuantInt8Linear, EveryGemvTileWidthGivesTheOraclesBits) {
+  QuantDotScope mode(QuantDot::Int8);
+  const int64_t bytes0 = gemv_prefetch_bytes();
+  const int locality0 = gemv_prefetch_locality();
+  const int rows0 = gemv_tile_rows();
+  for (const Case& c : kCases) {
+    const QuantizedMatrix q = quantized(c, DType::BF16, 17);
+    const Weight w = q.view();
+    const auto x = activations(c.K, 19);
+    const auto want = oracle(x.data(), 1, w, nullptr);
+    for (int rows : {1, 2, 4, 8})
+      for (int64_t bytes : {int64_t{0}, int64_t{6144}}) {
+        set_gemv_tile_rows(rows);
+        set_gemv_prefetch(bytes, 0);
+        for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+          hwy::SetSupportedTargetsForTest(target);
+          const auto y = run(x.data(), 1, w, nullptr, 2);
+          EXPECT_TRUE(test::same_bits(y.data(), want.data(), want.size()))
+              << c.bits << "-bit g" << c.group << " K=" << c.K << " rows " << rows << " bytes "
+              << bytes << " target " << hwy::TargetName(target);
+        }
+        hwy::SetSupportedTargetsForTest(0);
+      }
+  }
+  set_gemv_tile_rows(rows0);
+  set_gemv_prefetch(bytes0, locality0);
+}
+
 TEST(QuantInt8Linear, RowsAreIndependentOfBatchOffsetAndThreads) {
   QuantDotScope mode(QuantDot::Int8);
   for (const Case& c : {Case{4, 64, 40, 1024}, Case{8, 32, 24, 512}, Case{4, 128, 19, 384}}) {

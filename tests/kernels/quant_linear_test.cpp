@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "hwy/targets.h"
+#include "kernels/cpu/cpu_tuning.h"
 #include "kernels/numerics.h"
 #include "kernels/ops.h"
 #include "kernels/quant_format.h"
@@ -195,6 +196,30 @@ TEST(QuantLinear, EveryCompiledTargetGivesTheSameBits) {
       EXPECT_GE(tested, test::kMinTargets) << "expected kMinTargets targets at least (test_util.h)";
     }
   }
+}
+
+// The one-row tile's width (cpu_tuning.h) never reaches the bits: every width, every target.
+TEST(QuantLinear, EveryGemvTileWidthGivesTheOraclesBits) {
+  const int rows0 = gemv_tile_rows();
+  for (const Case& c : kCases) {
+    const QuantizedMatrix q = quantized(c, DType::BF16, DType::BF16, 23);
+    const Weight w = q.view();
+    const auto x = test::random_floats(c.K, 29);
+    std::vector<float> oracle(c.N);
+    ref::quant_linear_cols(x.data(), 1, w, 0, c.N, oracle.data());
+    for (int rows : {1, 2, 4, 8}) {
+      set_gemv_tile_rows(rows);
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        auto y = run(x.data(), 1, w, nullptr, 2);
+        EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), c.N))
+            << c.bits << "-bit K=" << c.K << " rows " << rows << " target "
+            << hwy::TargetName(target);
+      }
+      hwy::SetSupportedTargetsForTest(0);
+    }
+  }
+  set_gemv_tile_rows(rows0);
 }
 
 TEST(QuantLinear, EmbeddingRowsAreTheDequantizedRows) {

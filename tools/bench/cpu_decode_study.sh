@@ -3,9 +3,11 @@
 # a random Qwen3-0.6B-shaped checkpoint in BF16, lockstep 4-bit / 8-bit (group 64) against
 # llama.cpp Q4_0 --pure / Q8_0 of the same BF16 weights, at each thread count, alternated engine
 # by engine and round by round. Besides the defaults, lockstep runs with the CPU tuning choices of
-# src/kernels/cpu/cpu_tuning.h (software prefetch distance and locality) and pinned to the first T cores, so one call shows which of them moves decode on this CPU. Made for
+# src/kernels/cpu/cpu_tuning.h (one-row tile width; software prefetch distance and locality;
+# pinned to the first T cores), so one call shows which of them moves decode on this CPU. Made for
 # the GPU machine's 16-core host (a compiler and CMake, no network); runs anywhere with them.
 #   tools/bench/cpu_decode_study.sh LLAMA_SRC.tar.xz [threads="2 16"] [rounds=2]
+#   LLAMA_BUILD=DIR reuses an earlier llama.cpp build (DIR/bin) instead of building one.
 #   STUDY=full adds the prefetch distance / locality / pinning variants at the first thread count.
 #   LOCKSTEP_BIN (default: the packed engine's run-lockstep, else build/lockstep); OUT: logs.
 # llama.cpp is not part of this repository (its source: npm's node-llama-cpp,
@@ -26,6 +28,13 @@ bin="${LOCKSTEP_BIN:-$bin}"
   echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)"
 } | tee "$out/summary.txt"
 
+# LLAMA_BUILD: an earlier llama.cpp build of this script (its bin/ has llama-bench and
+# llama-quantize) to reuse instead of building again.
+if [ -n "${LLAMA_BUILD:-}" ]; then
+  [ -x "$LLAMA_BUILD/bin/llama-bench" ] && [ -x "$LLAMA_BUILD/bin/llama-quantize" ] ||
+    { echo "LLAMA_BUILD=$LLAMA_BUILD: no bin/llama-bench and bin/llama-quantize there" >&2; exit 1; }
+  true &
+else
 ( mkdir -p "$work/llama" && tar -xJf "$src_tar" -C "$work/llama" &&
   cmake -S "$work/llama" -B "$work/llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
     -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
@@ -33,6 +42,7 @@ bin="${LOCKSTEP_BIN:-$bin}"
     -DBUILD_SHARED_LIBS=OFF >"$out/llama_configure.log" 2>&1 &&
   cmake --build "$work/llama/build" --target llama-bench llama-quantize -j "$(nproc)" \
     >"$out/llama_build.log" 2>&1 ) &
+fi
 llama_pid=$!
 
 "$bin" make-random --like qwen3-0.6b -o "$work/bf16" --dtype bf16 >/dev/null 2>&1
@@ -40,7 +50,7 @@ llama_pid=$!
 "$bin" quantize -m "$work/bf16" -o "$work/q8" --bits 8 --group-size 64 >/dev/null 2>&1
 python3 tools/bench/safetensors_to_gguf.py "$work/bf16" "$work/bf16.gguf" >/dev/null 2>&1
 wait "$llama_pid" || { echo "llama.cpp build failed:"; tail -n 20 "$out"/llama_*.log; exit 1; }
-ll="$work/llama/build/bin"
+ll="${LLAMA_BUILD:-$work/llama/build}/bin"
 "$ll/llama-quantize" --pure "$work/bf16.gguf" "$work/q4_0.gguf" Q4_0 "$(nproc)" >"$out/llama_quantize.log" 2>&1
 "$ll/llama-quantize" "$work/bf16.gguf" "$work/q8_0.gguf" Q8_0 "$(nproc)" >>"$out/llama_quantize.log" 2>&1
 for t in $threads; do "$bin" bench --machine --threads "$t" 2>/dev/null | tee -a "$out/summary.txt"; done
@@ -61,6 +71,14 @@ ll_run() {  # ll_run THREADS GGUF
     python3 -c 'import csv,sys; rows=list(csv.DictReader(sys.stdin)); print(rows[-1]["avg_ts"])'
 }
 
+variant() {  # the environment of a named tuning variant
+  case "$1" in
+    rows1) echo LOCKSTEP_CPU_GEMV_ROWS=1 ;;
+    rows1-pf0) echo LOCKSTEP_CPU_GEMV_ROWS=1 LOCKSTEP_CPU_PREFETCH_BYTES=0 ;;
+    rows8) echo LOCKSTEP_CPU_GEMV_ROWS=8 ;;
+  esac
+}
+
 : >"$out/runs.txt"
 for r in $(seq 1 "$rounds"); do
   for t in $threads; do
@@ -69,7 +87,10 @@ for r in $(seq 1 "$rounds"); do
     rec "lockstep-bf16" "$(ls_run "$t" "$work/bf16")"
     # The defaults against the old prefetchnta at every thread count, then distance and
     # locality variants at the first thread count (STUDY=full).
-    rec "lockstep-bf16-nta" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_HINT=nta)"
+    # The one-row tile's width (cpu_tuning.h: rows read side by side) with and without prefetch.
+    for k in rows1 rows1-pf0 rows8; do
+      rec "lockstep-bf16-$k" "$(ls_run "$t" "$work/bf16" $(variant "$k"))"
+    done
     if [ "${STUDY:-short}" = full ] && [ "$t" = "${threads%% *}" ]; then
       rec "lockstep-bf16-pin" "$(ls_run "$t" "$work/bf16" --pin)"
       for pf in 0 12288 24576; do
@@ -82,10 +103,14 @@ for r in $(seq 1 "$rounds"); do
     fi
     rec "llama.cpp-q4_0" "$(ll_run "$t" "$work/q4_0.gguf")"
     rec "lockstep-q4" "$(ls_run "$t" "$work/q4")"
-    rec "lockstep-q4-nta" "$(ls_run "$t" "$work/q4" LOCKSTEP_CPU_PREFETCH_HINT=nta)"
+    for k in rows1 rows1-pf0 rows8; do
+      rec "lockstep-q4-$k" "$(ls_run "$t" "$work/q4" $(variant "$k"))"
+    done
     rec "llama.cpp-q8_0" "$(ll_run "$t" "$work/q8_0.gguf")"
     rec "lockstep-q8" "$(ls_run "$t" "$work/q8")"
-    rec "lockstep-q8-nta" "$(ls_run "$t" "$work/q8" LOCKSTEP_CPU_PREFETCH_HINT=nta)"
+    for k in rows1 rows1-pf0 rows8; do
+      rec "lockstep-q8-$k" "$(ls_run "$t" "$work/q8" $(variant "$k"))"
+    done
   done
 done
 # Where the time goes: one profiled run per thread count (wall time per op kind).

@@ -1,6 +1,9 @@
 #include "kernels/cpu/cpu_tuning.h"
 
 #include <atomic>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <cstdlib>
 #include <cstring>
 
@@ -9,14 +12,33 @@
 namespace lockstep::kernels {
 
 namespace {
+// AMD family 25 (0x19): Zen 3 and Zen 4. Their cores were measured to want one sequential weight
+// stream per thread (default_gemv_rows() says why).
+bool amd_family_25() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_is("amd")) return false;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned base = (eax >> 8) & 0xf;
+  const unsigned family = base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+  return family == 0x19;
+#else
+  return false;
+#endif
+}
+
 // 6 to 8 KB read at 0.9 to 1.0 of a plain sequential sum over the same bytes on the development
 // VM (AMD EPYC, Zen 5; 1 and 2 threads, weights from DRAM); a whole tile ahead 0.84 to 0.93; 12 KB
 // and more fall behind again, likely because prefetched lines leave the 48 KB L1 before use.
-constexpr int64_t kDefaultPrefetchBytes = 6144;
+// Zen 4 reads its single stream per thread (one-row tiles) best with none: BF16 decode 16.4-18.4
+// tok/s without against 13.5-15.8 with 6 KB at 1 thread, 8-bit 28.8-31.6 against 25.3-27.1,
+// 4-bit alike (Qwen3-0.6B shape, 2-core Zen 4 VM, docs/benchmarks.md).
+int64_t default_prefetch_bytes() { return amd_family_25() ? 0 : 6144; }
 
 int64_t read_prefetch_bytes() {
   const char* v = std::getenv("LOCKSTEP_CPU_PREFETCH_BYTES");
-  if (!v || !*v) return kDefaultPrefetchBytes;
+  if (!v || !*v) return default_prefetch_bytes();
   char* end = nullptr;
   const long long n = std::strtoll(v, &end, 10);
   if (*end != '\0' || n < 0 || n > (1 << 20))
@@ -48,7 +70,37 @@ int read_prefetch_locality() {
   fail("LOCKSTEP_CPU_PREFETCH_HINT=", v, ": expected nta, t2, t1 or t0");
 }
 
+// Eight rows share each activation vector where the hardware keeps eight DRAM streams fed (Zen 5,
+// Intel, with the software prefetch above). A Zen 4 core does not: reading 8 (or 2, or 4) rows
+// side by side its one-row BF16 GEMV drew 8-12 GB/s from DRAM, one row at a time (one sequential
+// stream, which its hardware prefetcher follows) 29 GB/s, above the 23 GB/s a core reads; BF16
+// decode went from 10.2 to 14.9 tok/s at 1 thread, 4-bit from 27 to 41, 8-bit from 15 to 28
+// (Qwen3-0.6B shape; docs/benchmarks.md). A one-row tile's dot product is one FMA chain, 16
+// weights per FMA latency, which still outruns a core's DRAM bandwidth.
+int default_gemv_rows() { return amd_family_25() ? 1 : 8; }
+
+int read_gemv_rows() {
+  const char* v = std::getenv("LOCKSTEP_CPU_GEMV_ROWS");
+  if (!v || !*v) return default_gemv_rows();
+  if (std::strcmp(v, "1") == 0) return 1;
+  if (std::strcmp(v, "2") == 0) return 2;
+  if (std::strcmp(v, "4") == 0) return 4;
+  if (std::strcmp(v, "8") == 0) return 8;
+  fail("LOCKSTEP_CPU_GEMV_ROWS=", v, ": expected 1, 2, 4 or 8");
+}
+
 }  // namespace
+
+std::atomic<int>& gemv_rows() {
+  static std::atomic<int> rows{read_gemv_rows()};
+  return rows;
+}
+int gemv_tile_rows() { return gemv_rows().load(std::memory_order_relaxed); }
+void set_gemv_tile_rows(int rows) {
+  if (rows != 1 && rows != 2 && rows != 4 && rows != 8)
+    fail("set_gemv_tile_rows: ", rows, " rows (expected 1, 2, 4 or 8)");
+  gemv_rows() = rows;
+}
 
 // The environment's values on first use; set_gemv_prefetch replaces them.
 std::atomic<int64_t>& prefetch_bytes() {

@@ -8,12 +8,18 @@
 namespace lockstep::kernels {
 
 // Bytes of weights a one-row linear asks for ahead of the ones it reads, summed over the rows of
-// a tile (LOCKSTEP_CPU_PREFETCH_BYTES; 0 turns software prefetch off).
+// a tile (LOCKSTEP_CPU_PREFETCH_BYTES; 0 turns software prefetch off; by default 0 on Zen 3/4,
+// whose one-row tiles are one stream the hardware follows, 6 KB elsewhere).
 int64_t gemv_prefetch_bytes();
 // Locality of those prefetches, as __builtin_prefetch takes it (LOCKSTEP_CPU_PREFETCH_HINT: nta =
 // 0, t2 = 1, t1 = 2, t0 = 3; by default t2 on Intel CPUs and nta on others, cpu_tuning.cpp says
 // why). Where a line lands decides which miss queue tracks it.
 int gemv_prefetch_locality();
+// Weight rows a one-row linear reads side by side in one tile (LOCKSTEP_CPU_GEMV_ROWS: 1, 2, 4
+// or 8): more rows share each activation load, fewer rows make fewer concurrent DRAM streams
+// (cpu_tuning.cpp says which CPUs want which).
+int gemv_tile_rows();
+void set_gemv_tile_rows(int rows);  // tests: every choice must give the oracle's bits
 // Overrides both (tests: every choice must give the oracle's bits). locality 0..3.
 void set_gemv_prefetch(int64_t bytes, int locality);
 

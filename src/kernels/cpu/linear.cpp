@@ -115,7 +115,7 @@ HWY_INLINE void tile(const float* x, const WT* w, int64_t K, float* y, int64_t l
 // spilling. These only pick which dot products run together, never their arithmetic.
 constexpr int kRows = kN >= 16 ? 4 : 2;
 constexpr int kCols = kN >= 16 ? 4 : 2;
-constexpr int kGemvCols = kN >= 16 ? 8 : 4;
+constexpr int kGemvCols = kN >= 16 ? 8 : 4;  // gemv_tile_rows() = 8 asks for this
 
 template <int R, int C, typename WT, int Hint = 0>
 void rows_block(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, int64_t n1,
@@ -137,20 +137,33 @@ void rows_block(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, i
   }
 }
 
+// One-row calls: C weight rows side by side per tile (cpu_tuning.h: gemv_tile_rows()), the
+// prefetch locality as a template argument so the inner loop carries no branch on it.
+template <int C, typename WT>
+void gemv_cols(const float* x, const WT* w, int64_t K, int64_t n0, int64_t n1, float* y,
+               int64_t N) {
+  // The first tile has no tile before it to have asked for the start of its rows.
+  const int64_t pf_bytes = gemv_prefetch_bytes();
+  const int64_t ahead = prefetch_ahead<C, WT>(K, pf_bytes);
+  for (int64_t n = n0; n < std::min<int64_t>(n1, n0 + C); ++n)
+    for (int64_t k = 0; k < ahead; k += 64 / sizeof(WT)) __builtin_prefetch(w + n * K + k, 0, 0);
+  switch (gemv_prefetch_locality()) {
+    case 0: return rows_block<1, C, WT, 0>(x, 1, w, K, n0, n1, y, N, pf_bytes);
+    case 1: return rows_block<1, C, WT, 1>(x, 1, w, K, n0, n1, y, N, pf_bytes);
+    case 2: return rows_block<1, C, WT, 2>(x, 1, w, K, n0, n1, y, N, pf_bytes);
+    default: return rows_block<1, C, WT, 3>(x, 1, w, K, n0, n1, y, N, pf_bytes);
+  }
+}
+
 template <typename WT>
 void linear_cols(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, int64_t n1,
                  float* y, int64_t N) {
   if (M == 1) {
-    // The first tile has no tile before it to have asked for the start of its rows.
-    const int64_t pf_bytes = gemv_prefetch_bytes();
-    const int64_t ahead = prefetch_ahead<kGemvCols, WT>(K, pf_bytes);
-    for (int64_t n = n0; n < std::min<int64_t>(n1, n0 + kGemvCols); ++n)
-      for (int64_t k = 0; k < ahead; k += 64 / sizeof(WT)) __builtin_prefetch(w + n * K + k, 0, 0);
-    switch (gemv_prefetch_locality()) {
-      case 0: return rows_block<1, kGemvCols, WT, 0>(x, M, w, K, n0, n1, y, N, pf_bytes);
-      case 1: return rows_block<1, kGemvCols, WT, 1>(x, M, w, K, n0, n1, y, N, pf_bytes);
-      case 2: return rows_block<1, kGemvCols, WT, 2>(x, M, w, K, n0, n1, y, N, pf_bytes);
-      default: return rows_block<1, kGemvCols, WT, 3>(x, M, w, K, n0, n1, y, N, pf_bytes);
+    switch (gemv_tile_rows()) {
+      case 1: return gemv_cols<1>(x, w, K, n0, n1, y, N);
+      case 2: return gemv_cols<2>(x, w, K, n0, n1, y, N);
+      case 4: return gemv_cols<4>(x, w, K, n0, n1, y, N);
+      default: return gemv_cols<kGemvCols>(x, w, K, n0, n1, y, N);
     }
   }
   // Column blocks small enough that their weights stay in L2 while every row tile passes over.

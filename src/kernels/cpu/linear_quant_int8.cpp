@@ -341,6 +341,8 @@ HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ld
 // vectors stay in registers (32 on AVX-512, 16 on AVX2). They never change any element's value.
 constexpr int kGemvCols = kN >= 16 ? 4 : 2;
 constexpr int kRows = 2;
+// Weight rows per one-row tile: cpu_tuning.h's gemv_tile_rows(), up to kGemvCols.
+inline int gemv_tile_cols() { return std::min(gemv_tile_rows(), kGemvCols); }
 constexpr int kCols = kN >= 16 ? 2 : 1;
 
 template <int Bits, int LPG, int UPL, int R, int C>
@@ -366,8 +368,11 @@ void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
     // The first tile has no tile before it to have asked for the start of its rows.
     const uint8_t* w = static_cast<const uint8_t*>(c.w->data);
     const int64_t first = std::min(c.ahead, c.row_bytes);
-    for (int64_t n = n0; n < std::min<int64_t>(n1, n0 + kGemvCols); ++n)
+    const int rows = gemv_tile_cols();
+    for (int64_t n = n0; n < std::min<int64_t>(n1, n0 + rows); ++n)
       for (int64_t b = 0; b < first; b += 64) __builtin_prefetch(w + n * c.row_bytes + b, 0, 0);
+    if (rows == 1) return rows_block<Bits, LPG, UPL, 1, 1>(c, 0, 1, n0, n1, y);
+    if (rows == 2) return rows_block<Bits, LPG, UPL, 1, 2>(c, 0, 1, n0, n1, y);
     return rows_block<Bits, LPG, UPL, 1, kGemvCols>(c, 0, 1, n0, n1, y);
   }
   constexpr int64_t kColBlock = 64;  // the block's codes stay in L2 while every row tile passes
@@ -406,7 +411,7 @@ void Int8LinearCols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, 
     const bool gemv = a.M == 1 && gemv_prefetch_bytes() > 0;
     const bool nta = gemv_prefetch_locality() == 0;
     const Call c{&a, &w, K / G, K * w.bits / 8, gemv && !nta,
-                 gemv && nta ? gemv_prefetch_bytes() / kGemvCols : 0};
+                 gemv && nta ? gemv_prefetch_bytes() / gemv_tile_cols() : 0};
     if (w.bits == 4 ? int8_cols<4>(c, n0, n1, y) : int8_cols<8>(c, n0, n1, y)) return;
   }
 #endif
