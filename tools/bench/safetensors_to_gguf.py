@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Minimal safetensors -> GGUF v3 writer for a Qwen3 or Qwen3-MoE checkpoint (standard library only).
+"""Minimal safetensors -> GGUF v3 writer for a Qwen3, Qwen3-MoE or dense Gemma 4 checkpoint (standard
+library only).
 
 Usage: tools/bench/safetensors_to_gguf.py SRC_DIR DST.gguf
 
@@ -10,7 +11,12 @@ qwen3-*`, so llama.cpp (llama-bench) can run the very same weights: 2-D tensors 
 are (BF16 / F16 / F32), 1-D tensors (norms) are widened to F32 like llama.cpp's own converter, and
 the tokenizer is "no_vocab". A qwen3_moe checkpoint (one tensor per expert, as `make-random --like
 qwen3-30b-a3b` and the Hub write them) becomes llama.cpp's qwen3moe: the router as
-ffn_gate_inp, each layer's experts stacked into ffn_{gate,up,down}_exps [E, rows, cols]. Tensor data is copied in the kernel (copy_file_range; plain reads
+ffn_gate_inp, each layer's experts stacked into ffn_{gate,up,down}_exps [E, rows, cols]. A dense
+gemma4_text checkpoint (`make-random --like gemma-4-31b`) becomes llama.cpp's gemma4: its four
+norms per layer as written (Gemma 4's RMSNorm has no +1), layer_scalar as layer_output_scale,
+per-layer KV head counts and the sliding-window pattern as arrays, and the proportional RoPE of
+full-attention layers as the rope_freqs factors llama.cpp's converter writes; per-layer inputs
+and the MoE block are refused. Tensor data is copied in the kernel (copy_file_range; plain reads
 and writes where that is refused), so a 16 GB checkpoint costs about what copying the file costs.
 The output is written to DST.gguf.part and renamed when complete, so a partial file is never
 mistaken for a finished one.
@@ -38,6 +44,24 @@ LAYER_NAMES = {
     "mlp.down_proj.weight": "ffn_down.weight",
     "mlp.gate.weight": "ffn_gate_inp.weight",  # the MoE router
 }
+# Gemma 4 (dense, gemma4_text): its four norms per layer, the per-layer output scale, q/k norms;
+# full-attention layers with attention_k_eq_v have no v_proj (llama.cpp then reads k as v).
+GEMMA4_LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+    "layer_scalar": "layer_output_scale.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
 EXPERT_NAMES = {"gate_proj.weight": "ffn_gate_exps.weight", "up_proj.weight": "ffn_up_exps.weight",
                 "down_proj.weight": "ffn_down_exps.weight"}
 TOP_NAMES = {"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight",
@@ -45,17 +69,19 @@ TOP_NAMES = {"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_
 GGML_TYPE = {"F32": 0, "F16": 1, "BF16": 30}
 
 
-def gguf_name(n):
+def gguf_name(n, arch):
     """(GGUF name, expert index or None): experts.{e}.* of a layer stack into one GGUF tensor."""
-    n = n.replace("model.", "", 1)
+    n = n.replace("model.language_model.", "", 1).replace("model.", "", 1)
     if n in TOP_NAMES:
         return TOP_NAMES[n], None
     p = n.split(".")
-    if p[0] == "layers" and p[2:4] == ["mlp", "experts"] and ".".join(p[5:]) in EXPERT_NAMES:
+    layer_names = GEMMA4_LAYER_NAMES if arch == "gemma4" else LAYER_NAMES
+    if (arch != "gemma4" and p[0] == "layers" and p[2:4] == ["mlp", "experts"]
+            and ".".join(p[5:]) in EXPERT_NAMES):
         return "blk.%s.%s" % (p[1], EXPERT_NAMES[".".join(p[5:])]), int(p[4])
-    if p[0] != "layers" or ".".join(p[2:]) not in LAYER_NAMES:
-        sys.exit("safetensors_to_gguf: no GGUF name for tensor %r (Qwen3 / Qwen3-MoE only)" % n)
-    return "blk.%s.%s" % (p[1], LAYER_NAMES[".".join(p[2:])]), None
+    if p[0] != "layers" or ".".join(p[2:]) not in layer_names:
+        sys.exit("safetensors_to_gguf: no GGUF name for tensor %r (%s)" % (n, arch))
+    return "blk.%s.%s" % (p[1], layer_names[".".join(p[2:])]), None
 
 
 def shard_files(src):
@@ -94,20 +120,57 @@ def s(x):
     return struct.pack("<Q", len(b)) + b
 
 
+def text_config(cfg):
+    """The language model's config (a wrapped gemma4 keeps it under text_config)."""
+    return cfg["text_config"] if cfg.get("model_type") == "gemma4" else cfg
+
+
 def arch_of(cfg):
     t = cfg.get("model_type")
+    if t in ("gemma4", "gemma4_text"):
+        tc = text_config(cfg)
+        # What this writer maps: Gemma 4's dense layers. Per-layer inputs and the MoE block have
+        # tensors of their own that it does not write; refuse rather than write a wrong model.
+        for field, off in (("hidden_size_per_layer_input", 0), ("enable_moe_block", False),
+                           ("use_double_wide_mlp", False)):
+            if (tc.get(field) or off) != off:
+                sys.exit("safetensors_to_gguf: gemma4 with %s = %r is not supported (dense "
+                         "Gemma 4 only)" % (field, tc.get(field)))
+        return "gemma4"
     if t not in ("qwen3", "qwen3_moe"):
-        sys.exit("safetensors_to_gguf: model_type %r (expected qwen3 or qwen3_moe)" % t)
+        sys.exit("safetensors_to_gguf: model_type %r (expected qwen3, qwen3_moe or gemma4_text)" % t)
     return "qwen3moe" if t == "qwen3_moe" else "qwen3"
+
+
+def gemma4_rope_freqs(cfg):
+    """Proportional RoPE on full-attention layers as llama.cpp's NeoX rope takes it: frequency
+    factors of 1 for the rotated pairs and 1e30 (no rotation) for the rest of the global head."""
+    rp = cfg["rope_parameters"]["full_attention"]
+    if rp.get("rope_type") != "proportional":
+        sys.exit("safetensors_to_gguf: gemma4 full-attention rope_type %r (expected proportional)"
+                 % rp.get("rope_type"))
+    half = cfg["global_head_dim"] // 2
+    rot = int(cfg["global_head_dim"] * rp["partial_rotary_factor"] / 2)
+    return struct.pack("<%df" % half, *([1.0] * rot + [1e30] * (half - rot)))
 
 
 def metadata(src, cfg):
     ARCH = arch_of(cfg)
+    cfg = text_config(cfg)
     kv = []
 
     def put(k, t, v):
+        if t == 9:  # array: (element type, values)
+            et, vals = v
+            fmt = {4: "<I", 6: "<f", 7: "<?"}[et]
+            kv.append(s(k) + struct.pack("<IIQ", 9, et, len(vals)) +
+                      b"".join(struct.pack(fmt, x) for x in vals))
+            return
         kv.append(s(k) + struct.pack("<I", t) +
                   (s(v) if t == 8 else struct.pack({4: "<I", 6: "<f"}[t], v)))
+
+    if ARCH == "gemma4":
+        return gemma4_metadata(src, cfg, kv, put)
 
     put("general.architecture", 8, ARCH)
     put("general.name", 8, "lockstep-random-" + os.path.basename(src.rstrip("/")))
@@ -125,6 +188,40 @@ def metadata(src, cfg):
         put(ARCH + ".expert_count", 4, cfg.get("num_experts", cfg.get("num_local_experts")))
         put(ARCH + ".expert_used_count", 4, cfg["num_experts_per_tok"])
         put(ARCH + ".expert_feed_forward_length", 4, cfg["moe_intermediate_size"])
+    put("tokenizer.ggml.model", 8, "no_vocab")
+    return kv
+
+
+def gemma4_metadata(src, cfg, kv, put):
+    A = "gemma4"
+    swa = [t == "sliding_attention" for t in cfg["layer_types"]]
+    put("general.architecture", 8, A)
+    put("general.name", 8, "lockstep-random-" + os.path.basename(src.rstrip("/")))
+    put("general.alignment", 4, ALIGN)
+    for k, c in [("context_length", "max_position_embeddings"), ("embedding_length", "hidden_size"),
+                 ("block_count", "num_hidden_layers"), ("feed_forward_length", "intermediate_size"),
+                 ("attention.head_count", "num_attention_heads"), ("vocab_size", "vocab_size"),
+                 ("attention.sliding_window", "sliding_window")]:
+        put(A + "." + k, 4, cfg[c])
+    kv_swa = cfg["num_key_value_heads"]
+    kv_full = cfg.get("num_global_key_value_heads") or kv_swa
+    put(A + ".attention.head_count_kv", 9, (4, [kv_swa if w else kv_full for w in swa]))
+    put(A + ".attention.key_length", 4, cfg["global_head_dim"])
+    put(A + ".attention.value_length", 4, cfg["global_head_dim"])
+    put(A + ".attention.key_length_swa", 4, cfg["head_dim"])
+    put(A + ".attention.value_length_swa", 4, cfg["head_dim"])
+    put(A + ".rope.dimension_count", 4, cfg["global_head_dim"])
+    rp = cfg["rope_parameters"]
+    put(A + ".rope.dimension_count_swa", 4,
+        int(cfg["head_dim"] * rp["sliding_attention"].get("partial_rotary_factor", 1.0)))
+    put(A + ".rope.freq_base", 6, float(rp["full_attention"]["rope_theta"]))
+    put(A + ".rope.freq_base_swa", 6, float(rp["sliding_attention"]["rope_theta"]))
+    put(A + ".attention.layer_norm_rms_epsilon", 6, float(cfg["rms_norm_eps"]))
+    put(A + ".attention.sliding_window_pattern", 9, (7, swa))
+    put(A + ".attention.shared_kv_layers", 4, cfg.get("num_kv_shared_layers") or 0)
+    put(A + ".embedding_length_per_layer_input", 4, 0)
+    if cfg.get("final_logit_softcapping"):
+        put(A + ".final_logit_softcapping", 6, float(cfg["final_logit_softcapping"]))
     put("tokenizer.ggml.model", 8, "no_vocab")
     return kv
 
@@ -188,13 +285,16 @@ def convert(src, dst):
         cfg = json.load(f)
     hdr = read_headers(src)
     kv = metadata(src, cfg)
+    arch = arch_of(cfg)
+    # Tensors made here rather than copied: GGUF name -> F32 bytes.
+    extra = {"rope_freqs.weight": gemma4_rope_freqs(text_config(cfg))} if arch == "gemma4" else {}
     # GGUF tensor -> [source tensors in order] (one, or a layer's experts 0..E-1), shape, type, bytes.
     groups = {}
     for n, (fd, off, size, dtype, shape) in hdr.items():
         if dtype not in GGML_TYPE:
             sys.exit("safetensors_to_gguf: tensor %r has dtype %s (expected BF16, F16 or F32)"
                      % (n, dtype))
-        g, expert = gguf_name(n)
+        g, expert = gguf_name(n, arch)
         groups.setdefault(g, []).append((expert if expert is not None else 0, n))
     tensors = []
     for g, parts in groups.items():
@@ -211,6 +311,8 @@ def convert(src, dst):
         else:
             ot, nb = GGML_TYPE[dtype], size
         tensors.append((g, names, shape, ot, nb))
+    for g, raw in extra.items():
+        tensors.append((g, [], [len(raw) // 4], 0, len(raw)))
     tensors.sort()
     infos = b""
     off = 0
@@ -237,6 +339,9 @@ def convert(src, dst):
                 pwrite_all(out, b"\0" * (o - prev_end), data0 + prev_end)
             prev_end = o + nb
             at = o
+            if g in extra:
+                pwrite_all(out, extra[g], data0 + at)
+                at += len(extra[g])
             for n in names:
                 fd, src_off, size, dtype, _ = hdr[n]
                 if ot == 0 and dtype != "F32":
