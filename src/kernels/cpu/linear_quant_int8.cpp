@@ -254,9 +254,13 @@ HWY_INLINE void chunk_sums(const Call& c, const uint8_t* w, const int8_t* const*
 }
 
 // 16 scales (or biases) of one weight row from group g on, as float; zero past the row's groups.
-HWY_INLINE void load_group_values(DType t, const void* p, int64_t at, int64_t valid, VF* out) {
+// `total`: the values in the whole array (rows x groups). A row's last chunk reads on into the
+// next row's values and zeroes them (rows with fewer than 16 groups, e.g. an MoE down projection
+// of width 768 at group 64, are all last chunk); only the array's end takes the scalar copy.
+HWY_INLINE void load_group_values(DType t, const void* p, int64_t at, int64_t valid,
+                                  int64_t total, VF* out) {
   const DF df;
-  if (valid < kChunk) {
+  if (valid < kChunk && at + kChunk > total) {
     HWY_ALIGN float buf[kChunk] = {};
     for (int64_t j = 0; j < valid; ++j) buf[j] = scalar_at(t, p, at + j);
     for (int o = 0; o < kOut; ++o) out[o] = hn::Load(df, buf + o * kN);
@@ -275,6 +279,11 @@ HWY_INLINE void load_group_values(DType t, const void* p, int64_t at, int64_t va
       out[o] = hn::LoadU(df, static_cast<const float*>(p) + at + o * kN);
     }
   }
+  if (valid < kChunk)  // +0 past the row, as the scalar copy gives
+    for (int o = 0; o < kOut; ++o)
+      out[o] = hn::IfThenElseZero(hn::FirstN(df, static_cast<size_t>(std::max<int64_t>(
+                                                      0, valid - int64_t{o} * int64_t{kN}))),
+                                  out[o]);
 }
 
 // y for R rows (m .. m+R-1) x C columns (n .. n+C-1); LPG = lanes per group in a unit's vector.
@@ -312,8 +321,8 @@ HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ld
     VF sv[C][kOut], bv[C][kOut];
     for (int j = 0; j < C; ++j) {
       const int64_t at = (n + j) * c.groups + g0;
-      load_group_values(wt.scale_dtype, wt.scales, at, valid, sv[j]);
-      load_group_values(wt.scale_dtype, wt.biases, at, valid, bv[j]);
+      load_group_values(wt.scale_dtype, wt.scales, at, valid, wt.rows * c.groups, sv[j]);
+      load_group_values(wt.scale_dtype, wt.biases, at, valid, wt.rows * c.groups, bv[j]);
     }
     for (int r = 0; r < R; ++r) {
       const int64_t at = (m + r) * a.blocks_padded + g0;
