@@ -72,7 +72,7 @@ int read_prefetch_locality() {
 
 // Eight rows share each activation vector where the hardware keeps eight DRAM streams fed (Zen 5,
 // Intel, with the software prefetch above). A Zen 4 core does not: reading 8 (or 2, or 4) rows
-// side by side its one-row BF16 GEMV drew 8-12 GB/s from DRAM, one row at a time (one sequential
+// side by side its one-row BF16 GEMV drew 8-15 GB/s from DRAM, one row at a time (one sequential
 // stream, which its hardware prefetcher follows) 29 GB/s, above the 23 GB/s a core reads; BF16
 // decode went from 10.2 to 14.9 tok/s at 1 thread, 4-bit from 27 to 41, 8-bit from 15 to 28
 // (Qwen3-0.6B shape; docs/benchmarks.md). A one-row tile's dot product is one FMA chain, 16
