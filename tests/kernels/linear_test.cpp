@@ -104,64 +104,38 @@ TEST(Linear, OneRowPathOnEveryCompiledTargetMatchesOracle) {
   }
 }
 
-// The prefetch choices of cpu_tuning.h (distance, locality, none) only move loads: every one of
-// them gives the oracle's bits on the one-row path, on every target (the default locality is
-// vendor-dependent, so CI on either vendor tests them all here).
-TEST(Linear, EveryPrefetchChoiceGivesTheOraclesBits) {
+// The one-row choices of cpu_tuning.h only move loads: the tile's width (weight rows read side by
+// side; 1 on Zen 3/4, 8 elsewhere by default) and the prefetch (distance, locality, none). Every
+// combination gives the oracle's bits on every target (the defaults are vendor-dependent, so CI
+// on either vendor tests them all here).
+TEST(Linear, EveryOneRowTuningChoiceGivesTheOraclesBits) {
   const int64_t N = 45, K = 2064;
   const int64_t bytes0 = gemv_prefetch_bytes();
   const int locality0 = gemv_prefetch_locality();
+  const int rows0 = gemv_tile_rows();
   for (DType t : kTypes) {
     const auto wbytes = test::random_weight(t, N * K, 23);
     const Weight w{t, N, K, wbytes.data()};
     const auto x = test::random_floats(K, 29);
     std::vector<float> oracle(N);
     ref::linear_cols(x.data(), 1, t, w.data, K, 0, N, oracle.data(), N);
-    for (int64_t bytes : {int64_t{0}, int64_t{64}, int64_t{6144}, int64_t{12288}, int64_t{1} << 20})
-      for (int locality = 0; locality <= 3; ++locality) {
-        set_gemv_prefetch(bytes, locality);
-        for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-          hwy::SetSupportedTargetsForTest(target);
-          auto y = run(x.data(), 1, w, nullptr, 2);
-          EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), N))
-              << dtype_name(t) << " bytes=" << bytes << " locality=" << locality << " target "
-              << hwy::TargetName(target);
-        }
-        hwy::SetSupportedTargetsForTest(0);
-      }
-  }
-  set_gemv_prefetch(bytes0, locality0);
-}
-
-// How many weight rows a one-row tile reads side by side (cpu_tuning.h: 1 on Zen 4, 8 elsewhere
-// by default) only decides which loads share an activation vector: every width gives the
-// oracle's bits on every target, with and without software prefetch.
-TEST(Linear, EveryGemvTileWidthGivesTheOraclesBits) {
-  const int64_t N = 45, K = 2064;
-  const int64_t bytes0 = gemv_prefetch_bytes();
-  const int locality0 = gemv_prefetch_locality();
-  const int rows0 = gemv_tile_rows();
-  for (DType t : kTypes) {
-    const auto wbytes = test::random_weight(t, N * K, 31);
-    const Weight w{t, N, K, wbytes.data()};
-    const auto x = test::random_floats(K, 37);
-    std::vector<float> oracle(N);
-    ref::linear_cols(x.data(), 1, t, w.data, K, 0, N, oracle.data(), N);
     for (int rows : {1, 2, 4, 8})
-      for (int64_t bytes : {int64_t{0}, int64_t{6144}}) {
-        set_gemv_tile_rows(rows);
-        set_gemv_prefetch(bytes, 0);
-        for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-          hwy::SetSupportedTargetsForTest(target);
-          for (int threads : {1, 3}) {
-            auto y = run(x.data(), 1, w, nullptr, threads);
-            EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), N))
-                << dtype_name(t) << " rows=" << rows << " bytes=" << bytes
-                << " threads=" << threads << " target " << hwy::TargetName(target);
+      for (int64_t bytes : {int64_t{0}, int64_t{64}, int64_t{6144}, int64_t{12288}, int64_t{1} << 20})
+        for (int locality = 0; locality <= 3; ++locality) {
+          set_gemv_tile_rows(rows);
+          set_gemv_prefetch(bytes, locality);
+          for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+            hwy::SetSupportedTargetsForTest(target);
+            for (int threads : {1, 3}) {
+              auto y = run(x.data(), 1, w, nullptr, threads);
+              EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), N))
+                  << dtype_name(t) << " rows=" << rows << " bytes=" << bytes
+                  << " locality=" << locality << " threads=" << threads << " target "
+                  << hwy::TargetName(target);
+            }
           }
+          hwy::SetSupportedTargetsForTest(0);
         }
-        hwy::SetSupportedTargetsForTest(0);
-      }
   }
   set_gemv_tile_rows(rows0);
   set_gemv_prefetch(bytes0, locality0);

@@ -163,59 +163,35 @@ TEST(QuantInt8Linear, EveryCompiledTargetGivesTheOraclesBits) {
   }
 }
 
-// One-row calls with and without software prefetch, in both forms (nta: lines a distance ahead
+// One-row calls at every tile width (cpu_tuning.h: code rows read side by side, capped at the
+// kernel's widest) with and without software prefetch, in both forms (nta: lines a distance ahead
 // in the row, into the next tiles' rows; t2..t0: the next tile's codes per chunk): the oracle's
 // bits on every target either way.
-TEST(QuantInt8Linear, OneRowPrefetchChoicesGiveTheOraclesBits) {
-  QuantDotScope mode(QuantDot::Int8);
-  const int64_t bytes0 = gemv_prefetch_bytes();
-  const int locality0 = gemv_prefetch_locality();
-  for (const Case& c : kCases) {
-    const QuantizedMatrix q = quantized(c, DType::BF16, 13);
-    const Weight w = q.view();
-    const auto x = activations(c.K, 15);
-    const auto want = oracle(x.data(), 1, w, nullptr);
-    for (int locality : {0, 1, 3})
-      for (int64_t bytes : {int64_t{0}, int64_t{6144}, int64_t{65536}}) {
-        set_gemv_prefetch(bytes, locality);
-        for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-          hwy::SetSupportedTargetsForTest(target);
-          const auto y = run(x.data(), 1, w, nullptr, 2);
-          EXPECT_TRUE(test::same_bits(y.data(), want.data(), want.size()))
-              << c.bits << "-bit g" << c.group << " K=" << c.K << " locality " << locality
-              << " bytes " << bytes << " target " << hwy::TargetName(target);
-        }
-        hwy::SetSupportedTargetsForTest(0);
-      }
-  }
-  set_gemv_prefetch(bytes0, locality0);
-}
-
-// The one-row tile's width (cpu_tuning.h: gemv_tile_rows(), capped at the kernel's widest)
-// only decides which code rows share an activation load: the oracle's bits at every width.
-TEST(QuantInt8Linear, EveryGemvTileWidthGivesTheOraclesBits) {
+TEST(QuantInt8Linear, OneRowTuningChoicesGiveTheOraclesBits) {
   QuantDotScope mode(QuantDot::Int8);
   const int64_t bytes0 = gemv_prefetch_bytes();
   const int locality0 = gemv_prefetch_locality();
   const int rows0 = gemv_tile_rows();
   for (const Case& c : kCases) {
-    const QuantizedMatrix q = quantized(c, DType::BF16, 17);
+    const QuantizedMatrix q = quantized(c, DType::BF16, 13);
     const Weight w = q.view();
-    const auto x = activations(c.K, 19);
+    const auto x = activations(c.K, 15);
     const auto want = oracle(x.data(), 1, w, nullptr);
     for (int rows : {1, 2, 4, 8})
-      for (int64_t bytes : {int64_t{0}, int64_t{6144}}) {
-        set_gemv_tile_rows(rows);
-        set_gemv_prefetch(bytes, 0);
-        for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-          hwy::SetSupportedTargetsForTest(target);
-          const auto y = run(x.data(), 1, w, nullptr, 2);
-          EXPECT_TRUE(test::same_bits(y.data(), want.data(), want.size()))
-              << c.bits << "-bit g" << c.group << " K=" << c.K << " rows " << rows << " bytes "
-              << bytes << " target " << hwy::TargetName(target);
+      for (int locality : {0, 1, 3})
+        for (int64_t bytes : {int64_t{0}, int64_t{6144}, int64_t{65536}}) {
+          set_gemv_tile_rows(rows);
+          set_gemv_prefetch(bytes, locality);
+          for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+            hwy::SetSupportedTargetsForTest(target);
+            const auto y = run(x.data(), 1, w, nullptr, 2);
+            EXPECT_TRUE(test::same_bits(y.data(), want.data(), want.size()))
+                << c.bits << "-bit g" << c.group << " K=" << c.K << " rows " << rows
+                << " locality " << locality << " bytes " << bytes << " target "
+                << hwy::TargetName(target);
+          }
+          hwy::SetSupportedTargetsForTest(0);
         }
-        hwy::SetSupportedTargetsForTest(0);
-      }
   }
   set_gemv_tile_rows(rows0);
   set_gemv_prefetch(bytes0, locality0);

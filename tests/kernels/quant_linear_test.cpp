@@ -172,7 +172,9 @@ TEST(QuantLinear, RowsAreIndependentOfBatchThreadsAndMatchOracle) {
   }
 }
 
+// Also at every one-row tile width (cpu_tuning.h), which never reaches the bits.
 TEST(QuantLinear, EveryCompiledTargetGivesTheSameBits) {
+  const int rows0 = gemv_tile_rows();
   for (const Case& c : kCases) {
     for (DType sd : {DType::BF16, DType::F16, DType::F32}) {
       const QuantizedMatrix q = quantized(c, DType::BF16, sd, 5);
@@ -184,39 +186,20 @@ TEST(QuantLinear, EveryCompiledTargetGivesTheSameBits) {
       int tested = 0;
       for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
         hwy::SetSupportedTargetsForTest(target);
-        for (int64_t rows : {int64_t{1}, M}) {
-          auto y = run(x.data(), rows, w, nullptr, 2);
-          EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), rows * c.N))
-              << c.bits << "-bit K=" << c.K << " rows " << rows << " target "
+        for (int width : {1, 2, 4, 8}) {
+          set_gemv_tile_rows(width);
+          auto y = run(x.data(), 1, w, nullptr, 2);
+          EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), c.N))
+              << c.bits << "-bit K=" << c.K << " one row, tile width " << width << " target "
               << hwy::TargetName(target);
         }
+        auto y = run(x.data(), M, w, nullptr, 2);
+        EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), M * c.N))
+            << c.bits << "-bit K=" << c.K << " rows " << M << " target " << hwy::TargetName(target);
         ++tested;
       }
       hwy::SetSupportedTargetsForTest(0);
       EXPECT_GE(tested, test::kMinTargets) << "expected kMinTargets targets at least (test_util.h)";
-    }
-  }
-}
-
-// The one-row tile's width (cpu_tuning.h) never reaches the bits: every width, every target.
-TEST(QuantLinear, EveryGemvTileWidthGivesTheOraclesBits) {
-  const int rows0 = gemv_tile_rows();
-  for (const Case& c : kCases) {
-    const QuantizedMatrix q = quantized(c, DType::BF16, DType::BF16, 23);
-    const Weight w = q.view();
-    const auto x = test::random_floats(c.K, 29);
-    std::vector<float> oracle(c.N);
-    ref::quant_linear_cols(x.data(), 1, w, 0, c.N, oracle.data());
-    for (int rows : {1, 2, 4, 8}) {
-      set_gemv_tile_rows(rows);
-      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-        hwy::SetSupportedTargetsForTest(target);
-        auto y = run(x.data(), 1, w, nullptr, 2);
-        EXPECT_TRUE(test::same_bits(y.data(), oracle.data(), c.N))
-            << c.bits << "-bit K=" << c.K << " rows " << rows << " target "
-            << hwy::TargetName(target);
-      }
-      hwy::SetSupportedTargetsForTest(0);
     }
   }
   set_gemv_tile_rows(rows0);

@@ -30,9 +30,8 @@ import sys
 import time
 
 ALIGN = 32
-LAYER_NAMES = {
-    "input_layernorm.weight": "attn_norm.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
+# Attention and MLP tensors, named alike in both families.
+ATTN_MLP_NAMES = {
     "self_attn.q_proj.weight": "attn_q.weight",
     "self_attn.k_proj.weight": "attn_k.weight",
     "self_attn.v_proj.weight": "attn_v.weight",
@@ -42,25 +41,22 @@ LAYER_NAMES = {
     "mlp.gate_proj.weight": "ffn_gate.weight",
     "mlp.up_proj.weight": "ffn_up.weight",
     "mlp.down_proj.weight": "ffn_down.weight",
+}
+LAYER_NAMES = {  # qwen3, qwen3moe
+    **ATTN_MLP_NAMES,
+    "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
     "mlp.gate.weight": "ffn_gate_inp.weight",  # the MoE router
 }
-# Gemma 4 (dense, gemma4_text): its four norms per layer, the per-layer output scale, q/k norms;
-# full-attention layers with attention_k_eq_v have no v_proj (llama.cpp then reads k as v).
+# Gemma 4 (dense, gemma4_text): four norms per layer and the per-layer output scale; full-attention
+# layers with attention_k_eq_v have no v_proj (llama.cpp then reads k as v).
 GEMMA4_LAYER_NAMES = {
+    **ATTN_MLP_NAMES,
     "input_layernorm.weight": "attn_norm.weight",
     "post_attention_layernorm.weight": "post_attention_norm.weight",
     "pre_feedforward_layernorm.weight": "ffn_norm.weight",
     "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
     "layer_scalar": "layer_output_scale.weight",
-    "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.o_proj.weight": "attn_output.weight",
-    "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
 }
 EXPERT_NAMES = {"gate_proj.weight": "ffn_gate_exps.weight", "up_proj.weight": "ffn_up_exps.weight",
                 "down_proj.weight": "ffn_down_exps.weight"}
@@ -169,21 +165,22 @@ def metadata(src, cfg):
         kv.append(s(k) + struct.pack("<I", t) +
                   (s(v) if t == 8 else struct.pack({4: "<I", 6: "<f"}[t], v)))
 
-    if ARCH == "gemma4":
-        return gemma4_metadata(src, cfg, kv, put)
-
     put("general.architecture", 8, ARCH)
     put("general.name", 8, "lockstep-random-" + os.path.basename(src.rstrip("/")))
     put("general.alignment", 4, ALIGN)
     for k, c in [("context_length", "max_position_embeddings"), ("embedding_length", "hidden_size"),
                  ("block_count", "num_hidden_layers"), ("feed_forward_length", "intermediate_size"),
-                 ("attention.head_count", "num_attention_heads"),
-                 ("attention.head_count_kv", "num_key_value_heads"),
-                 ("attention.key_length", "head_dim"), ("attention.value_length", "head_dim")]:
+                 ("attention.head_count", "num_attention_heads")]:
         put(ARCH + "." + k, 4, cfg[c])
-    put(ARCH + ".rope.freq_base", 6, float(cfg["rope_theta"]))
-    put(ARCH + ".attention.layer_norm_rms_epsilon", 6, float(cfg["rms_norm_eps"]))
-    put(ARCH + ".vocab_size", 4, cfg["vocab_size"])
+    if ARCH == "gemma4":
+        gemma4_metadata(cfg, put)
+    else:
+        for k, c in [("attention.head_count_kv", "num_key_value_heads"),
+                     ("attention.key_length", "head_dim"), ("attention.value_length", "head_dim")]:
+            put(ARCH + "." + k, 4, cfg[c])
+        put(ARCH + ".rope.freq_base", 6, float(cfg["rope_theta"]))
+        put(ARCH + ".attention.layer_norm_rms_epsilon", 6, float(cfg["rms_norm_eps"]))
+        put(ARCH + ".vocab_size", 4, cfg["vocab_size"])
     if ARCH == "qwen3moe":
         put(ARCH + ".expert_count", 4, cfg.get("num_experts", cfg.get("num_local_experts")))
         put(ARCH + ".expert_used_count", 4, cfg["num_experts_per_tok"])
@@ -192,17 +189,13 @@ def metadata(src, cfg):
     return kv
 
 
-def gemma4_metadata(src, cfg, kv, put):
+def gemma4_metadata(cfg, put):
+    """What llama.cpp's gemma4 reads beyond the shared sizes: per-layer KV heads, the global and
+    sliding head dims and RoPE, the window and its pattern, KV sharing, soft-capping."""
     A = "gemma4"
     swa = [t == "sliding_attention" for t in cfg["layer_types"]]
-    put("general.architecture", 8, A)
-    put("general.name", 8, "lockstep-random-" + os.path.basename(src.rstrip("/")))
-    put("general.alignment", 4, ALIGN)
-    for k, c in [("context_length", "max_position_embeddings"), ("embedding_length", "hidden_size"),
-                 ("block_count", "num_hidden_layers"), ("feed_forward_length", "intermediate_size"),
-                 ("attention.head_count", "num_attention_heads"), ("vocab_size", "vocab_size"),
-                 ("attention.sliding_window", "sliding_window")]:
-        put(A + "." + k, 4, cfg[c])
+    put(A + ".vocab_size", 4, cfg["vocab_size"])
+    put(A + ".attention.sliding_window", 4, cfg["sliding_window"])
     kv_swa = cfg["num_key_value_heads"]
     kv_full = cfg.get("num_global_key_value_heads") or kv_swa
     put(A + ".attention.head_count_kv", 9, (4, [kv_swa if w else kv_full for w in swa]))
@@ -222,8 +215,6 @@ def gemma4_metadata(src, cfg, kv, put):
     put(A + ".embedding_length_per_layer_input", 4, 0)
     if cfg.get("final_logit_softcapping"):
         put(A + ".final_logit_softcapping", 6, float(cfg["final_logit_softcapping"]))
-    put("tokenizer.ggml.model", 8, "no_vocab")
-    return kv
 
 
 def copy_range(src_fd, src_off, dst_fd, dst_off, n):

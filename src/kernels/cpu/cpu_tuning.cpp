@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_tuning.h"
 
+#include <algorithm>
 #include <atomic>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -96,6 +97,7 @@ std::atomic<int>& gemv_rows() {
   return rows;
 }
 int gemv_tile_rows() { return gemv_rows().load(std::memory_order_relaxed); }
+int gemv_tile_rows_up_to(int widest) { return std::min(gemv_tile_rows(), widest); }
 void set_gemv_tile_rows(int rows) {
   if (rows != 1 && rows != 2 && rows != 4 && rows != 8)
     fail("set_gemv_tile_rows: ", rows, " rows (expected 1, 2, 4 or 8)");

@@ -19,6 +19,8 @@ int gemv_prefetch_locality();
 // or 8): more rows share each activation load, fewer rows make fewer concurrent DRAM streams
 // (cpu_tuning.cpp says which CPUs want which).
 int gemv_tile_rows();
+// gemv_tile_rows(), at most `widest`: what a kernel whose widest one-row tile is `widest` uses.
+int gemv_tile_rows_up_to(int widest);
 void set_gemv_tile_rows(int rows);  // tests: every choice must give the oracle's bits
 // Overrides both (tests: every choice must give the oracle's bits). locality 0..3.
 void set_gemv_prefetch(int64_t bytes, int locality);

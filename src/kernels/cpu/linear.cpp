@@ -115,7 +115,7 @@ HWY_INLINE void tile(const float* x, const WT* w, int64_t K, float* y, int64_t l
 // spilling. These only pick which dot products run together, never their arithmetic.
 constexpr int kRows = kN >= 16 ? 4 : 2;
 constexpr int kCols = kN >= 16 ? 4 : 2;
-constexpr int kGemvCols = kN >= 16 ? 8 : 4;  // gemv_tile_rows() = 8 asks for this
+constexpr int kGemvCols = kN >= 16 ? 8 : 4;  // the widest one-row tile (cpu_tuning.h)
 
 template <int R, int C, typename WT, int Hint = 0>
 void rows_block(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, int64_t n1,
@@ -159,7 +159,7 @@ template <typename WT>
 void linear_cols(const float* x, int64_t M, const WT* w, int64_t K, int64_t n0, int64_t n1,
                  float* y, int64_t N) {
   if (M == 1) {
-    switch (gemv_tile_rows()) {
+    switch (gemv_tile_rows_up_to(kGemvCols)) {
       case 1: return gemv_cols<1>(x, w, K, n0, n1, y, N);
       case 2: return gemv_cols<2>(x, w, K, n0, n1, y, N);
       case 4: return gemv_cols<4>(x, w, K, n0, n1, y, N);

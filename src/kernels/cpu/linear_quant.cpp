@@ -217,11 +217,12 @@ void rows_block(const float* x, int64_t M, const Weight& w, int64_t n0, int64_t 
 
 template <int Bits, class S>
 void quant_cols(const float* x, int64_t M, const Weight& w, int64_t n0, int64_t n1, float* y) {
-  if (M == 1) {  // cpu_tuning.h: gemv_tile_rows(), up to this kernel's widest tile
-    const int rows = gemv_tile_rows();
-    if (rows == 1) return rows_block<1, 1, Bits, S>(x, M, w, n0, n1, y);
-    if (rows == 2 || kGemvCols == 2) return rows_block<1, 2, Bits, S>(x, M, w, n0, n1, y);
-    return rows_block<1, kGemvCols, Bits, S>(x, M, w, n0, n1, y);
+  if (M == 1) {  // cpu_tuning.h: how many weight rows a one-row tile reads
+    switch (gemv_tile_rows_up_to(kGemvCols)) {
+      case 1: return rows_block<1, 1, Bits, S>(x, M, w, n0, n1, y);
+      case 2: return rows_block<1, 2, Bits, S>(x, M, w, n0, n1, y);
+      default: return rows_block<1, kGemvCols, Bits, S>(x, M, w, n0, n1, y);
+    }
   }
   constexpr int64_t kColBlock = 64;  // weights of a column block stay in L2 across row tiles
   for (int64_t nb = n0; nb < n1; nb += kColBlock)

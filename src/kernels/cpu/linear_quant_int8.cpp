@@ -294,6 +294,7 @@ HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ld
   const Int8Acts& a = *c.a;
   const Weight& wt = *c.w;
   const int64_t G = wt.group_size;
+  const int64_t values = wt.rows * c.groups;  // scales (and biases) in the whole weight
   const uint8_t* w = static_cast<const uint8_t*>(wt.data) + n * c.row_bytes;
   const int8_t* x[R];
   for (int r = 0; r < R; ++r) x[r] = Bits == 4 ? a.row_nib(m + r) : a.row(m + r);
@@ -321,8 +322,8 @@ HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ld
     VF sv[C][kOut], bv[C][kOut];
     for (int j = 0; j < C; ++j) {
       const int64_t at = (n + j) * c.groups + g0;
-      load_group_values(wt.scale_dtype, wt.scales, at, valid, wt.rows * c.groups, sv[j]);
-      load_group_values(wt.scale_dtype, wt.biases, at, valid, wt.rows * c.groups, bv[j]);
+      load_group_values(wt.scale_dtype, wt.scales, at, valid, values, sv[j]);
+      load_group_values(wt.scale_dtype, wt.biases, at, valid, values, bv[j]);
     }
     for (int r = 0; r < R; ++r) {
       const int64_t at = (m + r) * a.blocks_padded + g0;
@@ -350,8 +351,6 @@ HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ld
 // vectors stay in registers (32 on AVX-512, 16 on AVX2). They never change any element's value.
 constexpr int kGemvCols = kN >= 16 ? 4 : 2;
 constexpr int kRows = 2;
-// Weight rows per one-row tile: cpu_tuning.h's gemv_tile_rows(), up to kGemvCols.
-inline int gemv_tile_cols() { return std::min(gemv_tile_rows(), kGemvCols); }
 constexpr int kCols = kN >= 16 ? 2 : 1;
 
 template <int Bits, int LPG, int UPL, int R, int C>
@@ -377,12 +376,14 @@ void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
     // The first tile has no tile before it to have asked for the start of its rows.
     const uint8_t* w = static_cast<const uint8_t*>(c.w->data);
     const int64_t first = std::min(c.ahead, c.row_bytes);
-    const int rows = gemv_tile_cols();
+    const int rows = gemv_tile_rows_up_to(kGemvCols);
     for (int64_t n = n0; n < std::min<int64_t>(n1, n0 + rows); ++n)
       for (int64_t b = 0; b < first; b += 64) __builtin_prefetch(w + n * c.row_bytes + b, 0, 0);
-    if (rows == 1) return rows_block<Bits, LPG, UPL, 1, 1>(c, 0, 1, n0, n1, y);
-    if (rows == 2) return rows_block<Bits, LPG, UPL, 1, 2>(c, 0, 1, n0, n1, y);
-    return rows_block<Bits, LPG, UPL, 1, kGemvCols>(c, 0, 1, n0, n1, y);
+    switch (rows) {
+      case 1: return rows_block<Bits, LPG, UPL, 1, 1>(c, 0, 1, n0, n1, y);
+      case 2: return rows_block<Bits, LPG, UPL, 1, 2>(c, 0, 1, n0, n1, y);
+      default: return rows_block<Bits, LPG, UPL, 1, kGemvCols>(c, 0, 1, n0, n1, y);
+    }
   }
   constexpr int64_t kColBlock = 64;  // the block's codes stay in L2 while every row tile passes
   for (int64_t nb = n0; nb < n1; nb += kColBlock)
@@ -420,7 +421,7 @@ void Int8LinearCols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, 
     const bool gemv = a.M == 1 && gemv_prefetch_bytes() > 0;
     const bool nta = gemv_prefetch_locality() == 0;
     const Call c{&a, &w, K / G, K * w.bits / 8, gemv && !nta,
-                 gemv && nta ? gemv_prefetch_bytes() / gemv_tile_cols() : 0};
+                 gemv && nta ? gemv_prefetch_bytes() / gemv_tile_rows_up_to(kGemvCols) : 0};
     if (w.bits == 4 ? int8_cols<4>(c, n0, n1, y) : int8_cols<8>(c, n0, n1, y)) return;
   }
 #endif
