@@ -287,8 +287,10 @@ class Backend {
   // For each active expert e of `groups` and p < P: rows [first, first + rows) of y[p] ([n][N])
   // = those rows of x ([n][K]) times w[e * P + p], bitwise linear() of those rows alone. With
   // x_rows ([n]: moe_group's source), grouped row i of x is x's row x_rows[i] (x then [T][K], the
-  // tokens themselves: no gathered copy). T: the call's tokens (an expert gets at most T rows);
-  // n = T * k.
+  // tokens themselves: no gathered copy). T: at least the most rows any one expert has (the
+  // call's tokens bound it; a host that grouped the rows passes the real maximum, so a prefill
+  // chunk's launch is not sized for all its tokens on every expert); n: the grouped rows (tokens
+  // times k).
   virtual void linear_experts(std::span<const Weight* const> w, int64_t P, const float* x,
                               const int32_t* x_rows, std::span<float* const> y,
                               const int32_t* groups, int64_t T, int64_t n);

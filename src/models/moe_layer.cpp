@@ -83,15 +83,19 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
     routed_experts_forward_device(m.set, false, h, r, shared.data(), shared_gate.data(), out, be);
     return;
   }
-  const Routing r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, m.normalize);
+  const Routing r =
+      m.set.on_device
+          ? route_on_backend(logits.data(), T, E, m.top_k, m.normalize, nullptr, be)
+          : route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, m.normalize);
   if (!m.has_shared) {
-    routed_experts_forward(m.experts, false, h, T, r, nullptr, nullptr, out, be);
+    routed_experts_forward_host_routed(m.set, m.experts, false, h, T, r, nullptr, nullptr, out, be);
     return;
   }
   kernels::Floats shared = be.array<float>(T * H), shared_gate = be.array<float>(T);
   mlp_forward(m.shared, h, T, shared.data(), be);
   be.linear(h, T, m.shared_gate, nullptr, shared_gate.data());
-  routed_experts_forward(m.experts, false, h, T, r, shared.data(), shared_gate.data(), out, be);
+  routed_experts_forward_host_routed(m.set, m.experts, false, h, T, r, shared.data(),
+                                     shared_gate.data(), out, be);
 }
 
 }  // namespace
@@ -169,7 +173,52 @@ DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t
                   be.array<int32_t>(n), be.array<int32_t>(kernels::moe_groups_size(T, k, E)), T, k};
   be.moe_route_group(logits, T, E, k, normalize, expert_scale, r.experts.data(), r.weights.data(),
                      r.source.data(), r.slot.data(), r.groups.data());
+  r.max_rows = T;
   return r;
+}
+
+Routing route_on_backend(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
+                         const float* expert_scale, kernels::Backend& be) {
+  kernels::Ints experts = be.array<int32_t>(T * k);
+  kernels::Floats weights = be.array<float>(T * k);
+  be.moe_route(logits, T, E, k, normalize, expert_scale, experts.data(), weights.data());
+  Routing r;
+  r.tokens = T;
+  r.k = k;
+  r.experts = be.download(experts.data(), T * k);
+  r.weights = be.download(weights.data(), T * k);
+  return r;
+}
+
+DeviceRouting upload_routing(const Routing& r, int64_t E, kernels::Backend& be) {
+  const ExpertGroups g = group_by_expert(r, E);
+  // moe_route_group's table: the active experts, then (expert, first row, rows) for each.
+  std::vector<int32_t> groups = {0};
+  int64_t max_rows = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    if (g.count[e] == 0) continue;
+    ++groups[0];
+    groups.insert(groups.end(), {static_cast<int32_t>(e), static_cast<int32_t>(g.first[e]),
+                                 static_cast<int32_t>(g.count[e])});
+    max_rows = std::max(max_rows, g.count[e]);
+  }
+  DeviceRouting d{be.upload(r.experts), be.upload(r.weights), be.upload(g.source),
+                  be.upload(g.slot),    be.upload(groups),    r.tokens, r.k};
+  d.max_rows = max_rows;
+  return d;
+}
+
+void routed_experts_forward_host_routed(const ExpertSet& set,
+                                        std::span<const ExpertWeights> experts, bool gelu_tanh,
+                                        const float* h, int64_t T, const Routing& r,
+                                        const float* shared, const float* shared_gate, float* out,
+                                        kernels::Backend& be) {
+  // Quantized experts keep one launch per expert here: their grouped kernel is the skinny one,
+  // built for a step's few rows, and a prefill chunk's expert holds about T k / E of them.
+  if (!set.on_device || set.gate_up.front()->quant != kernels::QuantFormat::None)
+    return routed_experts_forward(experts, gelu_tanh, h, T, r, shared, shared_gate, out, be);
+  const DeviceRouting d = upload_routing(r, static_cast<int64_t>(experts.size()), be);
+  routed_experts_forward_device(set, gelu_tanh, h, d, shared, shared_gate, out, be);
 }
 
 // The device form of routed_experts_forward: the same ops, with group_by_expert done by moe_group
@@ -190,11 +239,11 @@ void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const f
   // The gate/up launch reads each grouped row's token where it is (source), the combination each
   // rank's row where it landed (slot): no gathered copies.
   float* const gate_up[2] = {gate.data(), up.data()};
-  be.linear_experts(set.gate_up, 2, h, source, gate_up, groups, T, n);
+  be.linear_experts(set.gate_up, 2, h, source, gate_up, groups, r.max_rows, n);
   if (gelu_tanh) be.gelu_tanh_mul(gate.data(), up.data(), gate.data(), n * I);
   else be.silu_mul(gate.data(), up.data(), gate.data(), n * I);
   float* const down[1] = {ys.data()};
-  be.linear_experts(set.down, 1, gate.data(), nullptr, down, groups, T, n);
+  be.linear_experts(set.down, 1, gate.data(), nullptr, down, groups, r.max_rows, n);
   be.moe_combine(ys.data(), slot, weights, T, k, H, shared, shared_gate, out);
 }
 

@@ -63,11 +63,36 @@ struct DeviceRouting {
   kernels::Floats weights;
   kernels::Ints source, slot, groups;
   int64_t T = 0, k = 0;
+  // The most rows one expert has (sizes the grouped launches): T when routed on the device, whose
+  // counts the host never sees; the real maximum when uploaded from a host routing.
+  int64_t max_rows = 0;
 };
 // Routes router logits [T][E] (route_tokens' bits; expert_scale as Backend::moe_route) and groups
 // the assignments, on the device (one launch where it fits).
 DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t k,
                               bool normalize, const float* expert_scale, kernels::Backend& be);
+
+// route_tokens' routing (expert_scale as Backend::moe_route) computed by the backend's moe_route
+// and read back, for calls past kernels::kMoeDeviceMaxTokens on a backend that runs the experts:
+// routing a 2048-token prefill chunk on the host took ~11 ms a layer (128 experts), with the GPU
+// idle. Needs set.on_device.
+Routing route_on_backend(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
+                         const float* expert_scale, kernels::Backend& be);
+
+// A host routing (route_tokens, after any scaling of its weights) grouped by group_by_expert and
+// uploaded in moe_route_group's layout, for calls past kernels::kMoeDeviceMaxTokens (a prefill
+// chunk) on a backend that runs the experts (set.on_device): the experts then take one grouped
+// launch per projection instead of one launch per active expert and projection (up to 3 E).
+DeviceRouting upload_routing(const Routing& r, int64_t E, kernels::Backend& be);
+
+// A host-routed call through the experts: routed_experts_forward_device on upload_routing's tables
+// when set.on_device and the experts are BF16, else routed_experts_forward. The bits are the same
+// either way.
+void routed_experts_forward_host_routed(const ExpertSet& set,
+                                        std::span<const ExpertWeights> experts, bool gelu_tanh,
+                                        const float* h, int64_t T, const Routing& r,
+                                        const float* shared, const float* shared_gate, float* out,
+                                        kernels::Backend& be);
 
 // routed_experts_forward with the routing and grouping in backend memory: no host read, the same
 // ops for any routing, so the call can be recorded. Needs set.on_device. Bitwise
@@ -102,7 +127,8 @@ FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
 // out[T][hidden] = the block applied to normed input h[T][hidden] (backend memory). An MoE block
 // routes on the device when the backend can (ExpertSet::on_device) and T <=
 // kernels::kMoeDeviceMaxTokens; otherwise it reads the router logits back to the host to route
-// (the call then cannot be a recorded step). The bits are the same either way.
+// (the call then cannot be a recorded step) and, on such a backend, still runs the experts as
+// grouped launches. The bits are the same either way.
 void feed_forward(const FeedForward& ffn, const float* h, int64_t T, float* out,
                   kernels::Backend& be);
 

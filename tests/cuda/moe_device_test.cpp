@@ -2,10 +2,12 @@
 // path): the device router gives bitwise route_tokens' expert ids and weights (ties, NaN rows,
 // renormalised or not, Gemma 4's expert scale); the device grouping is the host's
 // group_by_expert; the grouped expert linear is bitwise the per-expert linear() of each expert's
-// rows (BF16, 4-bit and 8-bit kept quantized; 1 to 300 tokens; skewed routing with empty experts
-// and one expert taking most rows), whichever kernel the per-expert call picks for its row count;
-// and a whole MoE layer through the device path equals the host-routed path bit for bit, eagerly
-// and replayed from a CUDA graph while the routing changes every step.
+// rows (BF16, 4-bit and 8-bit kept quantized; 1 to 1000 tokens: the skinny launch and, past 64
+// rows per expert, the tiled one; skewed routing with empty experts and one expert taking most
+// rows), whichever kernel the per-expert call picks for its row count;
+// a whole MoE layer through the device path equals the host-routed path bit for bit, eagerly
+// and replayed from a CUDA graph while the routing changes every step; and host-routed calls
+// (prefill chunks) through the grouped launches equal the per-expert path.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -225,7 +227,7 @@ TEST_F(CudaTest, GroupedExpertLinearIsPerExpertLinearBitwise) {
         continue;
       }
       ExpertTable t = make_expert_table(table, 2);
-      for (int64_t T : {1, 3, 8, 64, 300}) {
+      for (int64_t T : {1, 3, 8, 64, 300, 1000}) {
         const Routing r = skewed_routing(T, E, k, seed++);
         const ExpertGroups g = lockstep::group_by_expert(r, E);
         const int64_t n = T * k;
@@ -347,6 +349,83 @@ TEST_F(CudaTest, MoeLayerDevicePathIsHostPathBitwiseEagerAndReplayed) {
             << diff_summary(got.data(), want[round].data(), got.size());
       }
     }
+  }
+}
+
+// Calls past kMoeDeviceMaxTokens (prefill chunks) route on the host; on this backend their
+// experts still run as grouped launches (upload_routing's tables, launches sized by the real most
+// rows per expert): bitwise the per-expert linear() path, BF16 and 4/8-bit, for router-like and
+// skewed routings (one expert taking every token), silu and gelu_tanh, with and without a shared
+// expert. The uploaded table is moe_group's, and max_rows the largest group.
+TEST_F(CudaTest, HostRoutedCallsRunTheGroupedLaunchesBitwise) {
+  for (int bits : {0, 4, 8}) {
+    const int64_t E = 48, k = 8, H = 512, I = 256;
+    auto be = make_cuda_backend();
+    std::vector<std::vector<uint16_t>> store;
+    std::vector<HostQuant> qstore;
+    store.reserve(3 * E + 1);
+    qstore.reserve(3 * E);
+    std::vector<ExpertWeights> experts;
+    uint32_t seed = 900 + bits;
+    auto make = [&](int64_t N, int64_t K) {
+      if (bits == 0) return be->place(host_bf16(store, N, K, seed++));
+      qstore.push_back(random_quant(N, K, bits, 64, DType::BF16, seed++));
+      return be->place(qstore.back().w);
+    };
+    for (int64_t e = 0; e < E; ++e) {
+      ExpertWeights x;
+      x.gate = make(I, H);
+      x.up = make(I, H);
+      x.down = make(H, I);
+      experts.push_back(x);
+    }
+    const ExpertSet set = lockstep::expert_set(experts, *be);
+    ASSERT_TRUE(set.on_device) << "bits " << bits;
+    for (int64_t T : {65, 300, 500})
+      for (bool skewed : {false, true}) {
+        const std::string what = "bits " + std::to_string(bits) + " T " + std::to_string(T) +
+                                 (skewed ? " skewed" : " router");
+        const Routing r = skewed ? skewed_routing(T, E, k, seed++)
+                                 : lockstep::route_tokens(random_floats(T * E, seed++, -4.0f, 4.0f),
+                                                          T, E, k, true);
+        if (!skewed) {  // the backend's routing read back is route_tokens' (prefill calls use it)
+          const std::vector<float> logits = random_floats(T * E, seed++, -4.0f, 4.0f);
+          const Routing want = lockstep::route_tokens(logits, T, E, k, true);
+          Floats dl = be->upload(logits);
+          const Routing got = lockstep::route_on_backend(dl.data(), T, E, k, true, nullptr, *be);
+          expect_same_routing(want, got.experts, got.weights, what + " route_on_backend");
+        }
+        const lockstep::DeviceRouting d = lockstep::upload_routing(r, E, *be);
+        const ExpertGroups g = lockstep::group_by_expert(r, E);
+        EXPECT_EQ(d.max_rows, *std::max_element(g.count.begin(), g.count.end())) << what;
+        DeviceBuffer<int32_t> de(r.experts), src(T * k), slot(T * k),
+            groups(static_cast<size_t>(moe_groups_size(T, k, E)));
+        moe_group(de.get(), T, k, E, src.get(), slot.get(), groups.get());
+        std::vector<int32_t> want_groups = groups.to_host(),
+                             got_groups = be->download(d.groups.data(), d.groups.size());
+        want_groups.resize(1 + 3 * want_groups[0]);
+        EXPECT_EQ(got_groups, want_groups) << what;
+        EXPECT_EQ(be->download(d.source.data(), T * k), src.to_host()) << what;
+        EXPECT_EQ(be->download(d.slot.data(), T * k), slot.to_host()) << what;
+        for (bool gelu : {false, true})
+          for (bool with_shared : {false, true}) {
+            Floats h = be->upload(random_floats(static_cast<size_t>(T * H), seed++)),
+                   sh = be->upload(random_floats(static_cast<size_t>(T * H), seed++)),
+                   sg = be->upload(random_floats(static_cast<size_t>(T), seed++, -3.0f, 3.0f));
+            const float* shp = with_shared ? sh.data() : nullptr;
+            const float* sgp = with_shared ? sg.data() : nullptr;
+            Floats want = be->array<float>(T * H), got = be->array<float>(T * H);
+            lockstep::routed_experts_forward(experts, gelu, h.data(), T, r, shp, sgp, want.data(),
+                                             *be);
+            lockstep::routed_experts_forward_host_routed(set, experts, gelu, h.data(), T, r, shp,
+                                                         sgp, got.data(), *be);
+            const std::vector<float> a = be->download(got.data(), T * H),
+                                     b = be->download(want.data(), T * H);
+            EXPECT_TRUE(same_bits(a.data(), b.data(), a.size()))
+                << what << (gelu ? " gelu_tanh" : " silu") << (with_shared ? " shared" : "")
+                << ": " << diff_summary(a.data(), b.data(), a.size());
+          }
+      }
   }
 }
 

@@ -7,15 +7,16 @@
 #       every kernel of a short eager run, as CSV (ncu_<shape>.csv: duration and DRAM bytes per
 #       launch; fold it with tools/cuda/ncu_summary.py). With an old engine (below), the bench
 #       runs both binaries, alternated, at -p 128 (2 rounds) and -p 2048 (1) (RUNS: round:prompt
-#       pairs).
+#       pairs), each line with the prefill and decode rates.
 #   tools/cuda/moe_profile_on_device.sh check     the GPU op tests of attention, MoE and Gemma
 #       ops, the generation gate (CHECK=moe: small MoE shapes and a dense Qwen3-0.6B shape;
-#       CHECK=gemma: the small Gemma 3 / 4 / 4-MoE presets with drafts and Gemma 4's assistant;
+#       CHECK=gemma: the small Gemma 3 / 4 / 4-MoE presets with drafts (GEMMA_PRESETS: which)
+#       and Gemma 4's assistant;
 #       CHECK="moe gemma": both), and, with an old engine, greedy tokens and score logit hashes of
 #       old and new binaries compared (a speed change must not move a bit).
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz; an
 # old engine to compare with travels as .cuda-carry-old/engine.tar.xz (bin/lockstep,
-# bin/run-lockstep, lib/ of an earlier pack).
+# bin/run-lockstep, lib/ of an earlier pack), or is this engine under the environment OLD_ENV.
 set -uo pipefail
 . "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp
 mode="${1:-profile}"
@@ -28,18 +29,28 @@ if [ -f "$root/.cuda-carry-old/engine.tar.xz" ]; then
   mkdir -p /tmp/lockstep-old && tar -xJf "$root/.cuda-carry-old/engine.tar.xz" -C /tmp/lockstep-old
   old=/tmp/lockstep-old/bin/run-lockstep
   note "old engine: $old"
+elif [ -n "${OLD_ENV:-}" ]; then
+  # The "old" side is this binary under OLD_ENV (e.g. LOCKSTEP_CUDA_MOE_DEVICE=0: host routing and
+  # one launch per expert projection, the path every prefill chunk took before the grouped
+  # launches served host-routed calls).
+  mkdir -p /tmp/lockstep-old/bin
+  printf '#!/usr/bin/env bash\nexec env %s "%s" "$@"\n' "$OLD_ENV" "$bin" >/tmp/lockstep-old/bin/run-lockstep
+  chmod +x /tmp/lockstep-old/bin/run-lockstep
+  old=/tmp/lockstep-old/bin/run-lockstep
+  note "old engine: this one under $OLD_ENV"
 fi
 
 if [ "$mode" = check ]; then
   # CHECK: moe (default), gemma or "moe gemma".
   sets="${CHECK:-moe}"
-  op_tests cuda_tests.log '*Attention*:*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*MoeCombine*:*Elementwise*:*GemmaOps*'
-  # Prompts of 4 to 64 ids, a repeat among them (lookup finds matches), longer than the small
-  # Gemma presets' window of 16.
+  op_tests cuda_tests.log '*Attention*:*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*HostRouted*:*MoeCombine*:*Elementwise*:*GemmaOps*'
+  # Prompts of 4 to 160 ids, a repeat among them (lookup finds matches), longer than the small
+  # Gemma presets' window of 16; 160 ids: a prefill past kMoeDeviceMaxTokens (host routing, the
+  # grouped expert launches sized by the real groups).
   {
     echo '{"ids": [1, 17, 256, 42]}'
     echo '{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]}'
-    for n in 40 64; do
+    for n in 40 64 160; do
       ids=""
       for ((i = 0; i < n; ++i)); do ids+="$(( (i * 37 + n * 11 + 5) % 509 )),"; done
       echo "{\"ids\": [${ids%,}]}"
@@ -64,7 +75,8 @@ if [ "$mode" = check ]; then
     models+=" q35 q3 d06" ;;
   esac
   case " $sets " in *" gemma "*)
-    for p in small-gemma3 small-gemma4 small-gemma4-moe small-gemma4-hd512; do
+    presets="${GEMMA_PRESETS:-small-gemma3 small-gemma4 small-gemma4-moe small-gemma4-hd512}"
+    for p in $presets; do
       "$bin" make-random --like "$p" -o "$work/$p" --dtype bf16 --seed 21 >/dev/null 2>&1
       "$bin" make-random --like "$p" -o "$work/$p-draft" --dtype bf16 --seed 22 >/dev/null 2>&1
       gate "gate_$p" -m "$work/$p" --draft-model "$work/$p-draft"
@@ -72,7 +84,7 @@ if [ "$mode" = check ]; then
     "$bin" make-random --like small-gemma4-assistant -o "$work/assistant" --dtype bf16 --seed 22 >/dev/null 2>&1
     gate gate_gemma4_assistant -m "$work/small-gemma4" --draft-model "$work/assistant"
     grep -E '^assistant/' "$out/gate_gemma4_assistant.log" | tee -a "$summary"
-    models+=" small-gemma3 small-gemma4 small-gemma4-moe small-gemma4-hd512" ;;
+    models+=" $presets" ;;
   esac
   if [ -n "$old" ]; then
     stamp "old against new binary: score logit hashes and greedy tokens"
@@ -114,8 +126,8 @@ for spec in ${SHAPES:-qwen3-30b-a3b:12 qwen3.5-35b-a3b:12 gemma-4-26b-a4b:6 qwen
         for which in old new; do
           b=$([ $which = old ] && echo "$old" || echo "$bin")
           d=$("$b" bench -m "$m" --device cuda -p "$p" -n 64 -r 3 2>&1 | tee -a "$out/bench_$s.txt" |
-              awk '/^decode/ {print $3, $7, $8}')
-          note "$s ($layers layers) round $r -p $p $which: decode $d"
+              awk '/^prefill/ {printf "prefill %s tok/s, ", $3} /^decode/ {print "decode", $3, $7, $8}')
+          note "$s ($layers layers) round $r -p $p $which: $d"
         done
     done
   else

@@ -224,8 +224,8 @@ void free_expert_table(ExpertTable& t);
 // [first, first + rows) of y[p] ([n][N]) = those rows of x ([n][K]) times expert e's weight p:
 // bitwise linear(x + first * K, rows, W, nullptr, y[p] + first * N), in one launch whatever the
 // routing. With x_rows ([n], moe_group's source), grouped row i is x's row x_rows[i] instead
-// (x [T][K]: the tokens, not gathered). T: the call's tokens (an expert gets at most T rows);
-// n = T * k.
+// (x [T][K]: the tokens, not gathered). T: at least the most rows one expert has (the launch's
+// token tiles; the call's tokens always suffice); n: the grouped rows.
 void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows, float* const* y,
                     const int32_t* groups, int64_t T, int64_t n);
 

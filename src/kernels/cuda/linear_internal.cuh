@@ -116,6 +116,19 @@ void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias,
 // LOCKSTEP_CUDA_WGMMA=0, or a forced mma.sync tile) the mma.sync tiles; the bits are the same.
 void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S);
 
+// Every active expert's projections of one MoE layer on the mma.sync tiles (linear_tiled.cu), for
+// calls whose experts hold many rows (prefill chunks): x is the grouped rows in bf16, the groups
+// table moe_group's. Each expert's rows get bitwise linear() of those rows (the tiles' K walk).
+struct TiledExpertArgs {
+  const void* const* w;  // [E][P] device: each expert's BF16 weight per projection
+  const uint16_t* x;     // [n][K] grouped rows, bf16
+  float* y[2];           // per projection [n][N]
+  const int32_t* groups; // [0] active experts, then (expert, first, rows) each
+  int N, K, Ks, S, P;
+};
+// max_rows: at least the most rows one expert has; slots: at least the active experts.
+void launch_tiled_experts(const TiledExpertArgs& a, int max_rows, int slots);
+
 // The wgmma kernel (linear_wgmma.cu, sm_90a): usable on this device (and not switched off by
 // LOCKSTEP_CUDA_WGMMA=0); usable for these operands (TMA needs 16-byte aligned bases and rows);
 // launch (tile: 0 picks, 4 = 128 x 128 tokens, 5 = 128 x 192, 6 / 7 the same on a persistent grid;

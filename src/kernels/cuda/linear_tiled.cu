@@ -35,23 +35,18 @@ struct Tiled {
   static_assert((BN * 8) % kThreads == 0 && (BM * 8) % kThreads == 0, "load split");
 };
 
-template <int BN, int BM, int WN, int WM, int STAGES, int MINB, bool MULTI>
-__global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads, MINB)
-    linear_tiled(const __grid_constant__ Outs outs, const uint16_t* __restrict__ x, int M, int K,
-                 int Ks, int S) {
+// One block's tile: weight rows [n0, n0 + BN) of w ([N][K] bf16) against tokens [m0, m0 + BM) of
+// x ([M][K] bf16), into y ([M][N]). The kernels below only choose w, x, y, n0 and m0.
+template <int BN, int BM, int WN, int WM, int STAGES, int MINB>
+__device__ __forceinline__ void tiled_body(const uint16_t* __restrict__ w,
+                                           const float* __restrict__ bias, float* __restrict__ y,
+                                           int N, int n0, const uint16_t* __restrict__ x, int M,
+                                           int m0, int K, int Ks, int S) {
   using C = Tiled<BN, BM, WN, WM, STAGES, MINB>;
   constexpr int IA = C::kIA, JB = C::kJB;
-  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
-  pdl_wait();
   extern __shared__ __align__(128) uint8_t smem[];
-  const Out1 o = pick<MULTI>(outs);
-  const uint16_t* __restrict__ w = o.w;
-  const float* __restrict__ bias = o.bias;
-  float* __restrict__ y = o.y;
-  const int N = o.N;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wn = warp % C::kWarpsN, wm = warp / C::kWarpsN;
-  const int n0 = o.bx * BN, m0 = blockIdx.y * BM;
   const int nkp = (Ks + kTBK - 1) / kTBK;  // chunks per piece
   const int nk = S * nkp;
   const uint32_t base = smem_addr(smem);
@@ -176,6 +171,39 @@ __global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads,
   cp_async_wait<0>();
 }
 
+template <int BN, int BM, int WN, int WM, int STAGES, int MINB, bool MULTI>
+__global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads, MINB)
+    linear_tiled(const __grid_constant__ Outs outs, const uint16_t* __restrict__ x, int M, int K,
+                 int Ks, int S) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  const Out1 o = pick<MULTI>(outs);
+  tiled_body<BN, BM, WN, WM, STAGES, MINB>(o.w, o.bias, o.y, o.N, o.bx * BN, x, M,
+                                           static_cast<int>(blockIdx.y) * BM, K, Ks, S);
+}
+
+// The grouped expert form (linear_experts.cuh's launch_tiled_experts): grid x = the weight's row
+// blocks, y = BM-token tiles of an expert's rows, z = (active-expert slot, projection). A block
+// reads its slot's (expert, first row, rows) from the groups table and runs the tile of that
+// expert's weight against x and y at its first row, with M = its rows: linear()'s tile of those
+// rows alone, so the same bits.
+template <int BN, int BM, int WN, int WM, int STAGES, int MINB>
+__global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads, MINB)
+    linear_tiled_experts(const __grid_constant__ TiledExpertArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();  // the groups table and x are written by the kernels before
+  const int s = static_cast<int>(blockIdx.z) / a.P, p = static_cast<int>(blockIdx.z) % a.P;
+  if (s >= a.groups[0]) return;
+  const int32_t* g = a.groups + 1 + 3 * s;
+  const int e = g[0], first = g[1], rows = g[2];
+  const int m0 = static_cast<int>(blockIdx.y) * BM;
+  if (m0 >= rows) return;
+  tiled_body<BN, BM, WN, WM, STAGES, MINB>(
+      static_cast<const uint16_t*>(a.w[e * a.P + p]), nullptr,
+      a.y[p] + static_cast<int64_t>(first) * a.N, a.N, static_cast<int>(blockIdx.x) * BN,
+      a.x + static_cast<int64_t>(first) * a.K, rows, m0, a.K, a.Ks, a.S);
+}
+
 // The tile configurations (all walk K alike; the choice is free).
 using TileBig = Tiled<128, 256, 64, 64, 4, 1>;    // 8 warps of 64 x 64, 192 KiB
 using TileMid = Tiled<128, 128, 64, 32, 4, 1>;    // 8 warps of 64 x 32, 128 KiB
@@ -226,6 +254,16 @@ void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S) {
     launch_tiled_cfg<TileMid, 128, 128, 64, 32, 4, 1>(g, x, M, K, Ks, S);
   else
     launch_tiled_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(g, x, M, K, Ks, S);
+}
+
+void launch_tiled_experts(const TiledExpertArgs& a, int max_rows, int slots) {
+  // 128 weight rows x 128 tokens: an expert of a prefill chunk holds about T k / E rows (128 for
+  // 2048 tokens of Qwen3-30B-A3B), which the 256-token tile would half waste. A free choice.
+  using C = TileMid;
+  constexpr auto kernel = linear_tiled_experts<128, 128, 64, 32, 4, 1>;
+  allow_smem<kernel>(C::kSmem);
+  const dim3 grid((a.N + 127) / 128, (max_rows + 127) / 128, slots * a.P);
+  launch("linear_experts (tiled kernel)", kernel, grid, C::kThreads, C::kSmem, a);
 }
 
 bool wgmma_for_batch(const Group& g, const uint16_t* x, int M, int K, int S) {
