@@ -340,7 +340,7 @@ class Gemma4Model final : public KvModel {
       if (m.set.on_device) {  // routed by the backend (the bits of the lines below), read back
         r = route_on_backend(logits.data(), T, E, m.top_k, true, m.per_expert_scale_dev.data(), be);
       } else {
-        r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, true);
+        r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, true, &be.threads());
         for (size_t i = 0; i < r.weights.size(); ++i)
           r.weights[i] *= m.per_expert_scale[r.experts[i]];
       }

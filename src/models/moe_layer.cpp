@@ -86,7 +86,8 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   const Routing r =
       m.set.on_device
           ? route_on_backend(logits.data(), T, E, m.top_k, m.normalize, nullptr, be)
-          : route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, m.normalize);
+          : route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, m.normalize,
+                         &be.threads());
   if (!m.has_shared) {
     routed_experts_forward_host_routed(m.set, m.experts, false, h, T, r, nullptr, nullptr, out, be);
     return;

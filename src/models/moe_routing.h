@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "core/thread_pool.h"
+
 namespace lockstep {
 
 struct Routing {
@@ -18,9 +20,11 @@ struct Routing {
 };
 
 // logits: [tokens][n_experts] router logits (host). The softmax is kernels::softmax (exp_f32,
-// the scheduled sum); the renormalising sum adds the k probabilities in rank order.
+// the scheduled sum); the renormalising sum adds the k probabilities in rank order. With a pool,
+// the tokens of a large call are routed on its threads (the same bits: each token's routing is
+// its own row's).
 Routing route_tokens(std::span<const float> logits, int64_t tokens, int64_t n_experts, int64_t k,
-                     bool normalize);
+                     bool normalize, ThreadPool* pool = nullptr);
 
 // Tokens grouped by expert (expert order, tokens ascending within one): assignment (t, j) of
 // token t's rank-j expert sits at row slot[t * k + j] of the grouped buffers; source[row] is its

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +50,27 @@ TEST(MoeRouting, TopKInRankOrderWithTiesToTheLowestId) {
   const std::vector<float> flat = {1.0f, 1.0f, 1.0f, 1.0f};
   EXPECT_EQ(route_tokens(flat, 1, 4, 2, true).experts, (std::vector<int32_t>{0, 1}));
   EXPECT_THROW(route_tokens(flat, 1, 4, 5, true), Error);
+}
+
+// A large call routed over a pool (any thread count) gives the one-thread routing's bits.
+TEST(MoeRouting, PoolRoutingIsOneThreadRoutingBitwise) {
+  const int64_t T = 300, E = 128, k = 8;
+  std::vector<float> logits(static_cast<size_t>(T * E));
+  uint32_t s = 7;
+  for (float& x : logits) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int>(s >> 24) % 17 - 8) * 0.37f;  // coarse: many ties
+  }
+  logits[5 * E + 3] = NAN;
+  const Routing want = route_tokens(logits, T, E, k, true);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    const Routing got = route_tokens(logits, T, E, k, true, &pool);
+    EXPECT_EQ(got.experts, want.experts) << threads << " threads";
+    ASSERT_EQ(got.weights.size(), want.weights.size());
+    EXPECT_EQ(std::memcmp(got.weights.data(), want.weights.data(), want.weights.size() * 4), 0)
+        << threads << " threads";
+  }
 }
 
 TEST(MoeRouting, GroupByExpertIsExpertOrderWithTokensAscending) {
