@@ -285,22 +285,19 @@ Weight host_bf16(std::vector<std::vector<uint16_t>>& store, int64_t N, int64_t K
   return bf16_weight(store.back().data(), N, K);
 }
 
-// One MoE layer (E experts, k per token, shared expert as a given [T][H] row block and gate)
-// through the host-routed path and the device path, on the same backend and inputs.
-TEST_F(CudaTest, MoeLayerDevicePathIsHostPathBitwiseEagerAndReplayed) {
-  for (int bits : {0, 4}) {
-    const int64_t E = 64, k = 8, H = 1024, I = 512;
-    auto be = make_cuda_backend();
-    std::vector<std::vector<uint16_t>> store;
-    std::vector<HostQuant> qstore;
-    store.reserve(3 * E + 1);
+// E random experts (gate and up [I][H], down [H][I]) placed on a backend: BF16 (bits 0) or 4/8-bit
+// (group 64); the host sources stay alive with it (the backend places views of them).
+struct PlacedExperts {
+  std::vector<std::vector<uint16_t>> store;
+  std::vector<HostQuant> qstore;
+  std::vector<ExpertWeights> experts;
+  PlacedExperts(Backend& be, int bits, int64_t E, int64_t H, int64_t I, uint32_t& seed) {
+    store.reserve(3 * E + 1);  // views into the elements: no reallocation
     qstore.reserve(3 * E);
-    std::vector<ExpertWeights> experts;
-    uint32_t seed = 500 + bits;
     auto make = [&](int64_t N, int64_t K) {
-      if (bits == 0) return be->place(host_bf16(store, N, K, seed++));
+      if (bits == 0) return be.place(host_bf16(store, N, K, seed++));
       qstore.push_back(random_quant(N, K, bits, 64, DType::BF16, seed++));
-      return be->place(qstore.back().w);
+      return be.place(qstore.back().w);
     };
     for (int64_t e = 0; e < E; ++e) {
       ExpertWeights x;
@@ -309,7 +306,19 @@ TEST_F(CudaTest, MoeLayerDevicePathIsHostPathBitwiseEagerAndReplayed) {
       x.down = make(H, I);
       experts.push_back(x);
     }
-    const Weight router = be->place(host_bf16(store, E, H, seed++));
+  }
+};
+
+// One MoE layer (E experts, k per token, shared expert as a given [T][H] row block and gate)
+// through the host-routed path and the device path, on the same backend and inputs.
+TEST_F(CudaTest, MoeLayerDevicePathIsHostPathBitwiseEagerAndReplayed) {
+  for (int bits : {0, 4}) {
+    const int64_t E = 64, k = 8, H = 1024, I = 512;
+    auto be = make_cuda_backend();
+    uint32_t seed = 500 + bits;
+    PlacedExperts placed(*be, bits, E, H, I, seed);
+    const std::vector<ExpertWeights>& experts = placed.experts;
+    const Weight router = be->place(host_bf16(placed.store, E, H, seed++));
     const ExpertSet set = lockstep::expert_set(experts, *be);
     ASSERT_TRUE(set.on_device) << "bits " << bits;
     for (int64_t T : {1, 3, 8, 32, 64}) {
@@ -361,24 +370,9 @@ TEST_F(CudaTest, HostRoutedCallsRunTheGroupedLaunchesBitwise) {
   for (int bits : {0, 4, 8}) {
     const int64_t E = 48, k = 8, H = 512, I = 256;
     auto be = make_cuda_backend();
-    std::vector<std::vector<uint16_t>> store;
-    std::vector<HostQuant> qstore;
-    store.reserve(3 * E + 1);
-    qstore.reserve(3 * E);
-    std::vector<ExpertWeights> experts;
     uint32_t seed = 900 + bits;
-    auto make = [&](int64_t N, int64_t K) {
-      if (bits == 0) return be->place(host_bf16(store, N, K, seed++));
-      qstore.push_back(random_quant(N, K, bits, 64, DType::BF16, seed++));
-      return be->place(qstore.back().w);
-    };
-    for (int64_t e = 0; e < E; ++e) {
-      ExpertWeights x;
-      x.gate = make(I, H);
-      x.up = make(I, H);
-      x.down = make(H, I);
-      experts.push_back(x);
-    }
+    PlacedExperts placed(*be, bits, E, H, I, seed);
+    const std::vector<ExpertWeights>& experts = placed.experts;
     const ExpertSet set = lockstep::expert_set(experts, *be);
     ASSERT_TRUE(set.on_device) << "bits " << bits;
     for (int64_t T : {65, 300, 500})

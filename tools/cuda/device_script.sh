@@ -1,8 +1,9 @@
 # Sourced (not run) first by the GPU-machine scripts: `. "$(dirname "$0")/device_script.sh"`.
 # Sets root (the repo root, also the working directory), out ($OUT or cuda-logs/, created), the
 # packed engine ($carry, $bin, LOCKSTEP_CUBLAS_DIR: engine_env.sh), summary ($out/$summary_name,
-# default summary.txt, emptied), note (prints a line and appends it to the summary) and stamp
-# (prints a line with the seconds since the script began).
+# default summary.txt, emptied), note (prints a line and appends it to the summary), stamp
+# (prints a line with the seconds since the script began), op_tests, old_engine and old_new_bits
+# (below).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 out="${OUT:-$root/cuda-logs}"
@@ -21,4 +22,41 @@ op_tests() {
   timeout "${3:-400}" "$carry/bin/run-cuda_tests" --gtest_filter="$2" >"$out/$1" 2>&1
   note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/$1" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/$1" | head -20 | tee -a "$summary"
+}
+# old_engine: sets $old to an engine to compare this one with, or "" when there is none: an earlier
+# pack carried as .cuda-carry-old/engine.tar.xz (bin/run-lockstep, lib/), or this engine under the
+# environment OLD_ENV (e.g. LOCKSTEP_CUDA_MOE_DEVICE=0: host routing, one launch per expert
+# projection, the path every MoE call past 64 tokens took before the grouped launches).
+old_engine() {
+  old=""
+  if [ -f "$root/.cuda-carry-old/engine.tar.xz" ]; then
+    mkdir -p /tmp/lockstep-old && tar -xJf "$root/.cuda-carry-old/engine.tar.xz" -C /tmp/lockstep-old
+    old=/tmp/lockstep-old/bin/run-lockstep
+    note "old engine: $old"
+  elif [ -n "${OLD_ENV:-}" ]; then
+    mkdir -p /tmp/lockstep-old/bin
+    printf '#!/usr/bin/env bash\nexec env %s "%s" "$@"\n' "$OLD_ENV" "$bin" >/tmp/lockstep-old/bin/run-lockstep
+    chmod +x /tmp/lockstep-old/bin/run-lockstep
+    old=/tmp/lockstep-old/bin/run-lockstep
+    note "old engine: this one under $OLD_ENV"
+  fi
+}
+# old_new_bits MODEL QUANT_FLAGS IDS...: score logit hashes of every id prompt and 40 greedy tokens
+# after the first, by $old and by $bin (DEVICE, default cuda); notes "identical" or "DIFFER or
+# empty" (a run that printed nothing is no evidence).
+old_new_bits() {
+  local m="$1" q="$2" b ids; shift 2
+  for b in "$old" "$bin"; do
+    for ids in "$@"; do
+      "$b" score --device "${DEVICE:-cuda}" -m "$m" $q --ids "$ids" --logits-hash --json 2>/dev/null |
+        python3 -c 'import json,sys; print(" ".join(p["logits_fnv1a"] for p in json.load(sys.stdin)["positions"]))'
+    done | md5sum
+    "$b" generate --device "${DEVICE:-cuda}" -m "$m" $q --prompt-ids "$1" -n 40 --json 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])'
+  done >"$out/oldnew.txt"
+  local lines
+  lines=$(sort -u "$out/oldnew.txt" | wc -l)
+  # md5 of nothing: score printed no hashes
+  if grep -q d41d8cd98f00b204e9800998ecf8427e "$out/oldnew.txt"; then lines=0; fi
+  note "old vs new $(basename "$m")${q:+ ($q)}: $([ "$lines" = 2 ] && echo identical || echo "DIFFER or empty") ($(tail -1 "$out/oldnew.txt" | cut -c1-60)...)"
 }

@@ -1,39 +1,23 @@
 #!/usr/bin/env bash
 # MoE prefill on the GPU in one short call: the MoE op tests, old against new bits on prefills past
-# kMoeDeviceMaxTokens (score logit hashes of a 300-id prompt and 40 greedy tokens; "old" is this
-# engine under OLD_ENV, default LOCKSTEP_CUDA_MOE_DEVICE=0: host routing, one launch per expert
-# projection), a generation gate with a 160-id prompt, and prefill speed of a 12-layer
-# qwen3-30b-a3b shape, old and new alternated (`bench -p 2048`).
-# Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz.
+# kMoeDeviceMaxTokens (old_new_bits on a 300-id prompt; "old" is this engine under OLD_ENV, default
+# LOCKSTEP_CUDA_MOE_DEVICE=0: host routing, one launch per expert projection), a generation gate with
+# a 160-id prompt, and prefill speed of a 12-layer qwen3-30b-a3b shape, old and new alternated
+# (`bench -p 2048`). Run from the repo root after tools/cuda/pack_engine.sh here, carrying
+# .cuda-carry-engine-xz.
 set -uo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-. "$root/tools/cuda/engine_env.sh"
-out="${OUT:-/tmp/lockstep-moe-prefill-out}"
+export OLD_ENV="${OLD_ENV:-LOCKSTEP_CUDA_MOE_DEVICE=0}"
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, note, op_tests, old_engine, old_new_bits
 work=/tmp/lockstep-moe-prefill
-mkdir -p "$out" "$work"
-log="$out/summary.txt"
-note() { echo "$*" | tee -a "$log"; }
-old_env="${OLD_ENV:-LOCKSTEP_CUDA_MOE_DEVICE=0}"
-timeout 120 "$carry/bin/run-cuda_tests" \
-  --gtest_filter='*HostRouted*:*GroupedExpert*:*DeviceRouting*:*MoeLayerDevice*' >"$out/cuda_tests.log" 2>&1
-note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)' "$out/cuda_tests.log" | tr '\n' ' ')"
+mkdir -p "$work"
+old_engine
+op_tests cuda_tests.log '*HostRouted*:*GroupedExpert*:*DeviceRouting*:*MoeLayerDevice*' 120
 "$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 >/dev/null 2>&1
 "$bin" make-random --like qwen3.5-35b-a3b --layers 4 -o "$work/q35" --dtype bf16 --seed 11 >/dev/null 2>&1
 "$bin" make-random --like small-gemma4-moe -o "$work/g4moe" --dtype bf16 --seed 21 >/dev/null 2>&1
 ids300=$(for i in $(seq 0 299); do echo $(( (i * 37 + 5) % 499 )); done | paste -sd,)
 for m in q3 q35 g4moe; do
-  for q in "" "--quantize 4"; do
-    for b in old new; do
-      pre=$([ $b = old ] && echo "env $old_env" || echo "")
-      { $pre "$bin" score --device cuda -m "$work/$m" $q --ids "$ids300" --logits-hash --json 2>/dev/null |
-          python3 -c 'import json,sys; print(" ".join(p["logits_fnv1a"] for p in json.load(sys.stdin)["positions"]))' | md5sum
-        $pre "$bin" generate --device cuda -m "$work/$m" $q --prompt-ids "$ids300" -n 40 --json 2>/dev/null |
-          python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])'; } >"$work/$b.txt"
-    done
-    same=$(cmp -s "$work/old.txt" "$work/new.txt" && ! grep -q d41d8cd98f00b204e9800998ecf8427e "$work/new.txt" &&
-           [ "$(wc -l <"$work/new.txt")" = 2 ] && echo identical || echo "DIFFER or empty")
-    note "old vs new $m${q:+ q4} (300-id prompt): $same"
-  done
+  for q in "" "--quantize 4"; do old_new_bits "$work/$m" "$q" "$ids300"; done
 done
 ids160=$(for i in $(seq 0 159); do echo $(( (i * 53 + 7) % 499 )); done | paste -sd,)
 { echo "{\"ids\": [$ids160]}"; echo '{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]}'; } >"$work/prompts.jsonl"
@@ -42,7 +26,7 @@ note "gate q3, 160-id prompt: $(grep -E '^(PASS|FAIL|DIVERGED)|rror' "$out/gate_
 "$bin" make-random --like qwen3-30b-a3b --layers 12 -o "$work/q3-12" --dtype bf16 --seed 5 >/dev/null 2>&1
 for r in 1 2; do
   for b in old new; do
-    pre=$([ $b = old ] && echo "env $old_env" || echo "")
-    note "round $r $b: $($pre "$bin" bench -m "$work/q3-12" --device cuda -p 2048 -n 2 -r 3 2>&1 | grep '^prefill')"
+    e=$([ $b = old ] && echo "$old" || echo "$bin")
+    note "round $r $b: $("$e" bench -m "$work/q3-12" --device cuda -p 2048 -n 2 -r 3 2>&1 | grep '^prefill')"
   done
 done

@@ -24,21 +24,7 @@ work=/tmp/lockstep-moe-profile
 mkdir -p "$work"
 stamp() { echo "[$(( $(date +%s) - t0 )) s] $*" | tee -a "$summary"; }
 nvidia-smi -L | tee -a "$summary"
-old=""
-if [ -f "$root/.cuda-carry-old/engine.tar.xz" ]; then
-  mkdir -p /tmp/lockstep-old && tar -xJf "$root/.cuda-carry-old/engine.tar.xz" -C /tmp/lockstep-old
-  old=/tmp/lockstep-old/bin/run-lockstep
-  note "old engine: $old"
-elif [ -n "${OLD_ENV:-}" ]; then
-  # The "old" side is this binary under OLD_ENV (e.g. LOCKSTEP_CUDA_MOE_DEVICE=0: host routing and
-  # one launch per expert projection, the path every prefill chunk took before the grouped
-  # launches served host-routed calls).
-  mkdir -p /tmp/lockstep-old/bin
-  printf '#!/usr/bin/env bash\nexec env %s "%s" "$@"\n' "$OLD_ENV" "$bin" >/tmp/lockstep-old/bin/run-lockstep
-  chmod +x /tmp/lockstep-old/bin/run-lockstep
-  old=/tmp/lockstep-old/bin/run-lockstep
-  note "old engine: this one under $OLD_ENV"
-fi
+old_engine
 
 if [ "$mode" = check ]; then
   # CHECK: moe (default), gemma or "moe gemma".
@@ -91,20 +77,7 @@ if [ "$mode" = check ]; then
     # (ids below 499: the small presets' vocabulary; 300 of them: past one 256-key chunk)
     ids40=$(seq -s, 3 7 283); ids300=$(for i in $(seq 0 299); do echo $(( (i * 37 + 5) % 499 )); done | paste -sd,)
     for m in $models; do
-      for q in "" "--quantize 4"; do
-        for b in "$old" "$bin"; do
-          for ids in "$ids40" "$ids300"; do
-            "$b" score --device cuda -m "$work/$m" $q --ids "$ids" --logits-hash --json 2>/dev/null |
-              python3 -c 'import json,sys; print(" ".join(p["logits_fnv1a"] for p in json.load(sys.stdin)["positions"]))'
-          done | md5sum
-          "$b" generate --device cuda -m "$work/$m" $q --prompt-ids "$ids40" -n 40 --json 2>/dev/null |
-            python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])'
-        done >"$out/oldnew.txt"
-        lines=$(sort -u "$out/oldnew.txt" | wc -l)
-        # md5 of nothing: score printed no hashes (a failed run is no evidence)
-        if grep -q d41d8cd98f00b204e9800998ecf8427e "$out/oldnew.txt"; then lines=0; fi
-        note "old vs new $m${q:+ q4}: $([ "$lines" = 2 ] && echo identical || echo "DIFFER or empty") ($(tail -1 "$out/oldnew.txt" | cut -c1-60)...)"
-      done
+      for q in "" "--quantize 4"; do old_new_bits "$work/$m" "$q" "$ids40" "$ids300"; done
     done
   fi
   stamp done

@@ -115,13 +115,7 @@ void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows,
     auto* xb = static_cast<uint16_t*>(detail::scratch(0, static_cast<size_t>(n * K) * 2));
     launch("gather_bf16_kernel", gather_bf16_kernel, blocks_for(n * K / 2, 256), 256, 0, x, x_rows,
            reinterpret_cast<uint32_t*>(xb), n, K);
-    TiledExpertArgs ta{};
-    ta.w = t.w;
-    ta.x = xb;
-    for (int p = 0; p < t.P; ++p) ta.y[p] = y[p];
-    ta.groups = groups;
-    ta.N = N, ta.K = K, ta.Ks = a.Ks, ta.S = S, ta.P = a.P;
-    launch_tiled_experts(ta, tt, slots);
+    launch_tiled_experts(a, xb, S, tt, slots);
     return;
   }
   bool ok;

@@ -19,18 +19,6 @@
 
 namespace lockstep::kernels::cuda::lin {
 
-// One launch: P projections (gate and up share x: P = 2) of every active expert.
-constexpr int kMaxExpertProj = 2;
-struct ExpertArgs {
-  const void* const* w;       // [E][P] device: each expert's weight (codes) per projection
-  const uint32_t* const* sb;  // [E][P] device: quantized scale/bias pairs (null for BF16)
-  const float* x;             // [n][K] grouped rows, or with x_rows the call's token rows
-  const int32_t* x_rows;      // [n] grouped row -> row of x (moe_group's source), or null
-  float* y[kMaxExpertProj];   // per projection [n][N]
-  const int32_t* groups;      // moe_group: [0] active experts, then (expert, first, rows) each
-  int N, K, Ks, P, lg, pair_fmt;
-};
-
 // The BF16 config (16 weight rows, 128 k, 4 stages, as linear.cu's config 1) and the quantized one
 // (32 rows, 64 k, 4 stages, two warps per row tile: linear_quant_skinny.cuh's config 2, which fits
 // every shape).
@@ -47,11 +35,9 @@ __global__ void __launch_bounds__(Skinny<MT, true, S, ExpertCfg<QB>, QB>::kThrea
   // own PDL calls are then no-ops).
   pdl_launch_dependents();
   pdl_wait();
-  const int s = static_cast<int>(blockIdx.z) / a.P, p = static_cast<int>(blockIdx.z) % a.P;
-  if (s >= a.groups[0]) return;
-  const int32_t* g = a.groups + 1 + 3 * s;
-  const int e = g[0], first = g[1], rows = g[2];
-  if (static_cast<int>(blockIdx.y) * 8 * MT >= rows) return;
+  ExpertBlock b;
+  if (!expert_block(a, 8 * MT, b)) return;
+  const int e = b.e, p = b.p, first = b.first, rows = b.rows;
   Outs o{};
   o.w[0] = static_cast<const uint16_t*>(a.w[e * a.P + p]);
   o.bias[0] = nullptr;

@@ -116,18 +116,36 @@ void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias,
 // LOCKSTEP_CUDA_WGMMA=0, or a forced mma.sync tile) the mma.sync tiles; the bits are the same.
 void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S);
 
-// Every active expert's projections of one MoE layer on the mma.sync tiles (linear_tiled.cu), for
-// calls whose experts hold many rows (prefill chunks): x is the grouped rows in bf16, the groups
-// table moe_group's. Each expert's rows get bitwise linear() of those rows (the tiles' K walk).
-struct TiledExpertArgs {
-  const void* const* w;  // [E][P] device: each expert's BF16 weight per projection
-  const uint16_t* x;     // [n][K] grouped rows, bf16
-  float* y[2];           // per projection [n][N]
-  const int32_t* groups; // [0] active experts, then (expert, first, rows) each
-  int N, K, Ks, S, P;
+// One grouped expert launch (linear_experts.cuh, linear_tiled.cu): P <= kMaxExpertProj projections
+// (gate and up share x) of every active expert of moe_group's table.
+constexpr int kMaxExpertProj = 2;
+struct ExpertArgs {
+  const void* const* w;       // [E][P] device: each expert's weight (codes) per projection
+  const uint32_t* const* sb;  // [E][P] device: quantized scale/bias pairs (null for BF16)
+  const float* x;             // [n][K] grouped rows, or with x_rows the call's token rows
+  const int32_t* x_rows;      // [n] grouped row -> row of x (moe_group's source), or null
+  float* y[kMaxExpertProj];   // per projection [n][N]
+  const int32_t* groups;      // moe_group: [0] active experts, then (expert, first, rows) each
+  int N, K, Ks, P, lg, pair_fmt;
 };
+// A grouped launch's block (grid z = active-expert slot x P + projection, grid y = tiles of
+// tile_rows of the expert's rows): its expert, projection and rows from the groups table; false
+// when the slot is inactive or the tile lies past the expert's rows (the block then leaves).
+struct ExpertBlock {
+  int e, p, first, rows;
+};
+__device__ __forceinline__ bool expert_block(const ExpertArgs& a, int tile_rows, ExpertBlock& b) {
+  const int s = static_cast<int>(blockIdx.z) / a.P;
+  if (s >= a.groups[0]) return false;
+  const int32_t* g = a.groups + 1 + 3 * s;
+  b = ExpertBlock{g[0], static_cast<int>(blockIdx.z) % a.P, g[1], g[2]};
+  return static_cast<int>(blockIdx.y) * tile_rows < b.rows;
+}
+// Every active expert's projections on the mma.sync tiles (linear_tiled.cu), for calls whose
+// experts hold many rows (prefill chunks): BF16 weights, xb the grouped rows in bf16 ([n][K]),
+// S pieces of a.Ks k. Each expert's rows get bitwise linear() of those rows (the tiles' K walk).
 // max_rows: at least the most rows one expert has; slots: at least the active experts.
-void launch_tiled_experts(const TiledExpertArgs& a, int max_rows, int slots);
+void launch_tiled_experts(const ExpertArgs& a, const uint16_t* xb, int S, int max_rows, int slots);
 
 // The wgmma kernel (linear_wgmma.cu, sm_90a): usable on this device (and not switched off by
 // LOCKSTEP_CUDA_WGMMA=0); usable for these operands (TMA needs 16-byte aligned bases and rows);

@@ -182,26 +182,23 @@ __global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads,
                                            static_cast<int>(blockIdx.y) * BM, K, Ks, S);
 }
 
-// The grouped expert form (linear_experts.cuh's launch_tiled_experts): grid x = the weight's row
+// The grouped expert form (linear_internal.cuh: launch_tiled_experts): grid x = the weight's row
 // blocks, y = BM-token tiles of an expert's rows, z = (active-expert slot, projection). A block
-// reads its slot's (expert, first row, rows) from the groups table and runs the tile of that
-// expert's weight against x and y at its first row, with M = its rows: linear()'s tile of those
-// rows alone, so the same bits.
+// runs the tile of its expert's weight (expert_block) against xb and y at the expert's first row,
+// with M = its rows: linear()'s tile of those rows alone, so the same bits.
 template <int BN, int BM, int WN, int WM, int STAGES, int MINB>
 __global__ void __launch_bounds__(Tiled<BN, BM, WN, WM, STAGES, MINB>::kThreads, MINB)
-    linear_tiled_experts(const __grid_constant__ TiledExpertArgs a) {
+    linear_tiled_experts(const __grid_constant__ ExpertArgs a, const uint16_t* __restrict__ xb,
+                         int S) {
   pdl_launch_dependents();
-  pdl_wait();  // the groups table and x are written by the kernels before
-  const int s = static_cast<int>(blockIdx.z) / a.P, p = static_cast<int>(blockIdx.z) % a.P;
-  if (s >= a.groups[0]) return;
-  const int32_t* g = a.groups + 1 + 3 * s;
-  const int e = g[0], first = g[1], rows = g[2];
-  const int m0 = static_cast<int>(blockIdx.y) * BM;
-  if (m0 >= rows) return;
+  pdl_wait();  // the groups table and xb are written by the kernels before
+  ExpertBlock b;
+  if (!expert_block(a, BM, b)) return;
   tiled_body<BN, BM, WN, WM, STAGES, MINB>(
-      static_cast<const uint16_t*>(a.w[e * a.P + p]), nullptr,
-      a.y[p] + static_cast<int64_t>(first) * a.N, a.N, static_cast<int>(blockIdx.x) * BN,
-      a.x + static_cast<int64_t>(first) * a.K, rows, m0, a.K, a.Ks, a.S);
+      static_cast<const uint16_t*>(a.w[b.e * a.P + b.p]), nullptr,
+      a.y[b.p] + static_cast<int64_t>(b.first) * a.N, a.N, static_cast<int>(blockIdx.x) * BN,
+      xb + static_cast<int64_t>(b.first) * a.K, b.rows, static_cast<int>(blockIdx.y) * BM, a.K,
+      a.Ks, S);
 }
 
 // The tile configurations (all walk K alike; the choice is free).
@@ -256,14 +253,14 @@ void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S) {
     launch_tiled_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(g, x, M, K, Ks, S);
 }
 
-void launch_tiled_experts(const TiledExpertArgs& a, int max_rows, int slots) {
+void launch_tiled_experts(const ExpertArgs& a, const uint16_t* xb, int S, int max_rows, int slots) {
   // 128 weight rows x 128 tokens: an expert of a prefill chunk holds about T k / E rows (128 for
   // 2048 tokens of Qwen3-30B-A3B), which the 256-token tile would half waste. A free choice.
   using C = TileMid;
   constexpr auto kernel = linear_tiled_experts<128, 128, 64, 32, 4, 1>;
   allow_smem<kernel>(C::kSmem);
   const dim3 grid((a.N + 127) / 128, (max_rows + 127) / 128, slots * a.P);
-  launch("linear_experts (tiled kernel)", kernel, grid, C::kThreads, C::kSmem, a);
+  launch("linear_experts (tiled kernel)", kernel, grid, C::kThreads, C::kSmem, a, xb, S);
 }
 
 bool wgmma_for_batch(const Group& g, const uint16_t* x, int M, int K, int S) {
