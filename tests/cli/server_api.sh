@@ -15,6 +15,9 @@ source "$src/tests/server/server_lib.sh"
 cache=$(bash "$src/tests/server/fetch_openai.sh" "$src")
 key="test-key-$RANDOM"
 start_server server --threads 1 --parallel 2 --max-queue 2 --prefill-chunk 16 --no-prefix-cache --api-key "$key"
+# The flag given wins; the step budget the command line leaves out is the CPU's default.
+grep -q "step tokens 512, prefill chunk 16," "$tmp/server.log" ||
+  fail "the startup line does not show step tokens 512 and prefill chunk 16: $(grep serving "$tmp/server.log")"
 node "$src/tests/server/api.mjs" "$cache" "$server_url" "$key" "$server_pid" || {
   tail -20 "$tmp/server.log" >&2
   fail "server API checks failed"

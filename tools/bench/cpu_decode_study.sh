@@ -10,6 +10,9 @@
 #   LLAMA_BUILD=DIR reuses an earlier llama.cpp build (DIR/bin) instead of building one.
 #   STUDY=full adds the prefetch distance / locality / pinning variants at the first thread count.
 #   LOCKSTEP_BIN (default: the packed engine's run-lockstep, else build/lockstep); OUT: logs.
+#   LOCKSTEP_BIN_B: a second lockstep binary (e.g. a branch's CPU build), run beside the first on
+#   every model as "lockstep-KIND-b" (an A/B of a kernel change in the same rounds).
+#   VARIANTS: the tuning variants run per model (default "rows1 rows1-pf0 rows8"; " ": none).
 # llama.cpp is not part of this repository (its source: npm's node-llama-cpp,
 # llama/gitRelease.bundle). Prints one line per run and the medians per configuration.
 set -euo pipefail
@@ -57,13 +60,13 @@ for t in $threads; do "$bin" bench --machine --threads "$t" 2>/dev/null | tee -a
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); llama.cpp ${LLAMA_COMMIT:-de3ff81}" | tee -a "$out/summary.txt"
 
 # One lockstep decode figure: tok/s of `bench -p 16 -n 32 -r 2`.
-ls_run() {  # ls_run THREADS MODEL [VAR=VALUE ...] [--pin]
+ls_run() {  # ls_run THREADS MODEL [VAR=VALUE ...] [--pin]   (LS: another binary than $bin)
   local t="$1" m="$2"; shift 2
-  local envs=() pin=()
+  local envs=() pin=() b="${LS:-$bin}"
   for a in "$@"; do
     if [ "$a" = --pin ]; then pin=(taskset -c "0-$((t - 1))"); else envs+=("$a"); fi
   done
-  env "${envs[@]}" "${pin[@]}" "$bin" bench -m "$m" -p 16 -n 32 -r 2 --threads "$t" 2>&1 |
+  env "${envs[@]}" "${pin[@]}" "$b" bench -m "$m" -p 16 -n 32 -r 2 --threads "$t" 2>&1 |
     awk '/^decode/ {print $3}'
 }
 ll_run() {  # ll_run THREADS GGUF
@@ -80,6 +83,7 @@ variant() {  # the environment of a named tuning variant
 }
 
 : >"$out/runs.txt"
+variants="${VARIANTS:-rows1 rows1-pf0 rows8}"
 for r in $(seq 1 "$rounds"); do
   for t in $threads; do
     rec() { echo "round $r threads $t $1: $2 tok/s" | tee -a "$out/runs.txt"; }
@@ -88,7 +92,8 @@ for r in $(seq 1 "$rounds"); do
     # The defaults against the old prefetchnta at every thread count, then distance and
     # locality variants at the first thread count (STUDY=full).
     # The one-row tile's width (cpu_tuning.h: rows read side by side) with and without prefetch.
-    for k in rows1 rows1-pf0 rows8; do
+    [ -n "${LOCKSTEP_BIN_B:-}" ] && rec "lockstep-bf16-b" "$(LS="$LOCKSTEP_BIN_B" ls_run "$t" "$work/bf16")"
+    for k in $variants; do
       rec "lockstep-bf16-$k" "$(ls_run "$t" "$work/bf16" $(variant "$k"))"
     done
     if [ "${STUDY:-short}" = full ] && [ "$t" = "${threads%% *}" ]; then
@@ -103,12 +108,14 @@ for r in $(seq 1 "$rounds"); do
     fi
     rec "llama.cpp-q4_0" "$(ll_run "$t" "$work/q4_0.gguf")"
     rec "lockstep-q4" "$(ls_run "$t" "$work/q4")"
-    for k in rows1 rows1-pf0 rows8; do
+    [ -n "${LOCKSTEP_BIN_B:-}" ] && rec "lockstep-q4-b" "$(LS="$LOCKSTEP_BIN_B" ls_run "$t" "$work/q4")"
+    for k in $variants; do
       rec "lockstep-q4-$k" "$(ls_run "$t" "$work/q4" $(variant "$k"))"
     done
     rec "llama.cpp-q8_0" "$(ll_run "$t" "$work/q8_0.gguf")"
     rec "lockstep-q8" "$(ls_run "$t" "$work/q8")"
-    for k in rows1 rows1-pf0 rows8; do
+    [ -n "${LOCKSTEP_BIN_B:-}" ] && rec "lockstep-q8-b" "$(LS="$LOCKSTEP_BIN_B" ls_run "$t" "$work/q8")"
+    for k in $variants; do
       rec "lockstep-q8-$k" "$(ls_run "$t" "$work/q8" $(variant "$k"))"
     done
   done

@@ -8,6 +8,8 @@
 #   tools/bench/moe_cpu_vs_llamacpp.sh LLAMA_SRC.tar.xz [layers=8] [rounds=2] [threads="2 16"]
 #   LOCKSTEP_BIN (default: the packed engine's run-lockstep, else build/lockstep); OUT: logs;
 #   LLAMA_BIN_DIR: use that llama.cpp build (e.g. cpu_decode_study.sh's) instead of building one.
+#   LOCKSTEP_BIN_B: a second lockstep binary (e.g. a branch's CPU build) run in the same rounds,
+#   right after the first, reported as "lockstep-b" (an A/B of a kernel change).
 # llama.cpp is not part of this repository (its source comes from npm's node-llama-cpp,
 # llama/gitRelease.bundle). Prints one line per run and the median ratio per thread count.
 set -euo pipefail
@@ -51,6 +53,11 @@ for r in $(seq 1 "$rounds"); do
         python3 -c 'import csv,sys; rows=list(csv.DictReader(sys.stdin)); print(rows[-1]["avg_ts"])')
     echo "round $r threads $t: lockstep $a tok/s, llama.cpp $b tok/s, ratio $(python3 -c "print(round($a/$b, 3))")" |
       tee -a "$out/runs.txt"
+    if [ -n "${LOCKSTEP_BIN_B:-}" ]; then
+      c=$("$LOCKSTEP_BIN_B" bench -m "$work/q4" -p 1 -n 32 -r 3 --threads "$t" 2>&1 | awk '/^decode/ {print $3}')
+      echo "round $r threads $t: lockstep-b $c tok/s, ratio to llama.cpp $(python3 -c "print(round($c/$b, 3))"), to lockstep $(python3 -c "print(round($c/$a, 3))")" |
+        tee -a "$out/runs.txt"
+    fi
   done
 done
 python3 - "$out/runs.txt" <<'PY' | tee -a "$out/summary.txt"
@@ -60,6 +67,16 @@ for line in open(sys.argv[1]):
     m = re.search(r"threads (\d+): lockstep ([\d.]+) tok/s, llama.cpp ([\d.]+)", line)
     if m:
         by.setdefault(int(m[1]), []).append((float(m[2]), float(m[3])))
+bb = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"threads (\d+): lockstep-b ([\d.]+) tok/s", line)
+    if m:
+        bb.setdefault(int(m[1]), []).append(float(m[2]))
+for t, v in sorted(bb.items()):
+    a = [x for x, _ in by.get(t, [])]
+    if a:
+        print("threads %d: lockstep-b %.2f tok/s (median), b / lockstep per round %s" % (
+            t, statistics.median(v), ", ".join("%.3f" % (x / y) for x, y in zip(v, a))))
 for t, v in sorted(by.items()):
     print("threads %d: lockstep %.2f, llama.cpp %.2f tok/s (medians), ratio %.3f" % (
         t, statistics.median(a for a, _ in v), statistics.median(b for _, b in v),

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Minimal safetensors -> GGUF v3 writer for a Qwen3, Qwen3-MoE or dense Gemma 4 checkpoint (standard
-library only).
+"""Minimal safetensors -> GGUF v3 writer for a Qwen3, Qwen3-MoE, Qwen3.5-MoE or dense Gemma 4
+checkpoint (standard library only).
 
 Usage: tools/bench/safetensors_to_gguf.py SRC_DIR DST.gguf
 
@@ -16,7 +16,10 @@ gemma4_text checkpoint (`make-random --like gemma-4-31b`) becomes llama.cpp's ge
 norms per layer as written (Gemma 4's RMSNorm has no +1), layer_scalar as layer_output_scale,
 per-layer KV head counts and the sliding-window pattern as arrays, and the proportional RoPE of
 full-attention layers as the rope_freqs factors llama.cpp's converter writes; per-layer inputs
-and the MoE block are refused. Tensor data is copied in the kernel (copy_file_range; plain reads
+and the MoE block are refused. A qwen3_5_moe checkpoint becomes llama.cpp's qwen35moe as its
+own converter writes it: norms as (1 + w), A_log as -exp(A_log), the Gated DeltaNet's value heads
+in llama.cpp's tiled order, the conv kernel as F32, the shared expert and its gate; the MTP head
+is left out. Tensor data is copied in the kernel (copy_file_range; plain reads
 and writes where that is refused), so a 16 GB checkpoint costs about what copying the file costs.
 The output is written to DST.gguf.part and renamed when complete, so a partial file is never
 mistaken for a finished one.
@@ -58,6 +61,28 @@ GEMMA4_LAYER_NAMES = {
     "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
     "layer_scalar": "layer_output_scale.weight",
 }
+# Qwen3.5-MoE (qwen35moe): Gated DeltaNet layers, gated full attention, routed experts and a
+# shared expert with its sigmoid gate; llama.cpp names the attention block's second norm
+# post_attention_norm here.
+QWEN35_LAYER_NAMES = {
+    **ATTN_MLP_NAMES,
+    "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "mlp.gate.weight": "ffn_gate_inp.weight",
+    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+    "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
+    "linear_attn.in_proj_qkv.weight": "attn_qkv.weight",
+    "linear_attn.in_proj_z.weight": "attn_gate.weight",
+    "linear_attn.in_proj_b.weight": "ssm_beta.weight",
+    "linear_attn.in_proj_a.weight": "ssm_alpha.weight",
+    "linear_attn.conv1d.weight": "ssm_conv1d.weight",
+    "linear_attn.dt_bias": "ssm_dt.bias",
+    "linear_attn.A_log": "ssm_a",
+    "linear_attn.norm.weight": "ssm_norm.weight",
+    "linear_attn.out_proj.weight": "ssm_out.weight",
+}
 EXPERT_NAMES = {"gate_proj.weight": "ffn_gate_exps.weight", "up_proj.weight": "ffn_up_exps.weight",
                 "down_proj.weight": "ffn_down_exps.weight"}
 TOP_NAMES = {"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight",
@@ -66,12 +91,15 @@ GGML_TYPE = {"F32": 0, "F16": 1, "BF16": 30}
 
 
 def gguf_name(n, arch):
-    """(GGUF name, expert index or None): experts.{e}.* of a layer stack into one GGUF tensor."""
+    """(GGUF name, expert index or None): experts.{e}.* of a layer stack into one GGUF tensor.
+    (None, None): a tensor the GGUF leaves out (Qwen3.5's MTP head: llama-bench does not draft)."""
+    if arch == "qwen35moe" and n.startswith("mtp."):
+        return None, None
     n = n.replace("model.language_model.", "", 1).replace("model.", "", 1)
     if n in TOP_NAMES:
         return TOP_NAMES[n], None
     p = n.split(".")
-    layer_names = GEMMA4_LAYER_NAMES if arch == "gemma4" else LAYER_NAMES
+    layer_names = {"gemma4": GEMMA4_LAYER_NAMES, "qwen35moe": QWEN35_LAYER_NAMES}.get(arch, LAYER_NAMES)
     if (arch != "gemma4" and p[0] == "layers" and p[2:4] == ["mlp", "experts"]
             and ".".join(p[5:]) in EXPERT_NAMES):
         return "blk.%s.%s" % (p[1], EXPERT_NAMES[".".join(p[5:])]), int(p[4])
@@ -117,8 +145,8 @@ def s(x):
 
 
 def text_config(cfg):
-    """The language model's config (a wrapped gemma4 keeps it under text_config)."""
-    return cfg["text_config"] if cfg.get("model_type") == "gemma4" else cfg
+    """The language model's config (a wrapped gemma4 or qwen3_5_moe keeps it under text_config)."""
+    return cfg["text_config"] if cfg.get("model_type") in ("gemma4", "qwen3_5_moe") else cfg
 
 
 def arch_of(cfg):
@@ -133,8 +161,11 @@ def arch_of(cfg):
                 sys.exit("safetensors_to_gguf: gemma4 with %s = %r is not supported (dense "
                          "Gemma 4 only)" % (field, tc.get(field)))
         return "gemma4"
+    if t in ("qwen3_5_moe", "qwen3_5_moe_text"):
+        return "qwen35moe"
     if t not in ("qwen3", "qwen3_moe"):
-        sys.exit("safetensors_to_gguf: model_type %r (expected qwen3, qwen3_moe or gemma4_text)" % t)
+        sys.exit("safetensors_to_gguf: model_type %r (expected qwen3, qwen3_moe, qwen3_5_moe or "
+                 "gemma4_text)" % t)
     return "qwen3moe" if t == "qwen3_moe" else "qwen3"
 
 
@@ -158,7 +189,7 @@ def metadata(src, cfg):
     def put(k, t, v):
         if t == 9:  # array: (element type, values)
             et, vals = v
-            fmt = {4: "<I", 6: "<f", 7: "<?"}[et]
+            fmt = {4: "<I", 5: "<i", 6: "<f", 7: "<?"}[et]
             kv.append(s(k) + struct.pack("<IIQ", 9, et, len(vals)) +
                       b"".join(struct.pack(fmt, x) for x in vals))
             return
@@ -168,12 +199,17 @@ def metadata(src, cfg):
     put("general.architecture", 8, ARCH)
     put("general.name", 8, "lockstep-random-" + os.path.basename(src.rstrip("/")))
     put("general.alignment", 4, ALIGN)
+    # (Qwen3.5-MoE has no dense intermediate_size: its experts' width stands in, as llama.cpp
+    # reads it only where the expert width is missing.)
+    ffn = "intermediate_size" if "intermediate_size" in cfg else "moe_intermediate_size"
     for k, c in [("context_length", "max_position_embeddings"), ("embedding_length", "hidden_size"),
-                 ("block_count", "num_hidden_layers"), ("feed_forward_length", "intermediate_size"),
+                 ("block_count", "num_hidden_layers"), ("feed_forward_length", ffn),
                  ("attention.head_count", "num_attention_heads")]:
         put(ARCH + "." + k, 4, cfg[c])
     if ARCH == "gemma4":
         gemma4_metadata(cfg, put)
+    elif ARCH == "qwen35moe":
+        qwen35moe_metadata(cfg, put)
     else:
         for k, c in [("attention.head_count_kv", "num_key_value_heads"),
                      ("attention.key_length", "head_dim"), ("attention.value_length", "head_dim")]:
@@ -187,6 +223,100 @@ def metadata(src, cfg):
         put(ARCH + ".expert_feed_forward_length", 4, cfg["moe_intermediate_size"])
     put("tokenizer.ggml.model", 8, "no_vocab")
     return kv
+
+
+def qwen35moe_metadata(cfg, put):
+    """What llama.cpp's qwen35moe reads beyond the shared sizes (its converter's keys): attention
+    heads and RoPE (partial, interleaved MRoPE sections), the experts, the shared expert, the
+    Gated DeltaNet sizes and which layers are recurrent."""
+    A = "qwen35moe"
+    rp = cfg.get("rope_parameters") or {}
+    put(A + ".attention.head_count_kv", 4, cfg["num_key_value_heads"])
+    put(A + ".attention.key_length", 4, cfg["head_dim"])
+    put(A + ".attention.value_length", 4, cfg["head_dim"])
+    put(A + ".rope.freq_base", 6, float(rp.get("rope_theta", cfg.get("rope_theta", 10000000.0))))
+    put(A + ".rope.dimension_count", 4,
+        int(cfg["head_dim"] * rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.25))))
+    sections = list(rp.get("mrope_section") or [11, 11, 10])
+    put(A + ".rope.dimension_sections", 9, (5, (sections + [0, 0, 0, 0])[:4]))
+    put(A + ".attention.layer_norm_rms_epsilon", 6, float(cfg["rms_norm_eps"]))
+    put(A + ".vocab_size", 4, cfg["vocab_size"])
+    put(A + ".expert_count", 4, cfg["num_experts"])
+    put(A + ".expert_used_count", 4, cfg["num_experts_per_tok"])
+    put(A + ".expert_feed_forward_length", 4, cfg["moe_intermediate_size"])
+    put(A + ".expert_shared_feed_forward_length", 4, cfg["shared_expert_intermediate_size"])
+    put(A + ".ssm.conv_kernel", 4, cfg["linear_conv_kernel_dim"])
+    put(A + ".ssm.state_size", 4, cfg["linear_key_head_dim"])
+    put(A + ".ssm.group_count", 4, cfg["linear_num_key_heads"])
+    put(A + ".ssm.time_step_rank", 4, cfg["linear_num_value_heads"])
+    put(A + ".ssm.inner_size", 4, cfg["linear_value_head_dim"] * cfg["linear_num_value_heads"])
+    put(A + ".full_attention_interval", 4, cfg.get("full_attention_interval", 4))
+    if cfg.get("layer_types"):
+        put(A + ".attention.recurrent_layers", 9,
+            (7, [t == "linear_attention" for t in cfg["layer_types"]]))
+
+
+def qwen35_v_order(num_k, per_k):
+    """llama.cpp's order of Qwen3.5's value heads: the checkpoint groups them by key head
+    (k0: v0..v{r-1}, k1: ...); its converter tiles them (v0 of every key head, then v1, ...), so
+    that ggml broadcasts the key heads. Position p holds checkpoint head order[p]."""
+    return [g * per_k + j for j in range(per_k) for g in range(num_k)]
+
+
+def permute_blocks(raw, order, block):
+    """raw as consecutive blocks of `block` bytes, reordered: block p of the result is block
+    order[p] of raw (blocks past len(order) stay where they are)."""
+    out = bytearray(raw)
+    for p, src in enumerate(order):
+        out[p * block:(p + 1) * block] = raw[src * block:(src + 1) * block]
+    return bytes(out)
+
+
+def qwen35_transform(name, raw, dtype, shape, cfg):
+    """A Qwen3.5 tensor's bytes as llama.cpp's converter writes them, or None to copy as is:
+    (1 + w) for the zero-centred RMSNorms (not the DeltaNet output norm), A_log as -exp(A_log),
+    the value heads in llama.cpp's order (rows of qkv's value part, z, a, b and the conv's value
+    channels; out_proj's columns; A_log and dt_bias), the conv kernel as F32 [C, K]."""
+    import math
+    esize = {"BF16": 2, "F16": 2, "F32": 4}[dtype]
+    nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+    order = qwen35_v_order(nk, nv // nk) if nv != nk else None
+
+    def floats(b):
+        return array.array("f", widen_to_f32(b, dtype))
+
+    if name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
+        return array.array("f", (x + 1.0 for x in floats(raw))).tobytes()
+    if not ".linear_attn." in name:
+        return None
+    if name.endswith(".A_log") or name.endswith(".dt_bias"):
+        v = floats(raw)
+        if name.endswith(".A_log"):
+            v = array.array("f", (-math.exp(x) for x in v))
+        b = v.tobytes()
+        return permute_blocks(b, order, 4) if order else b
+    if name.endswith(".conv1d.weight"):  # [C, 1, K] -> F32 [C, K], value channels reordered
+        b = floats(raw).tobytes()
+        k = shape[-1]
+        if order:
+            qk = 2 * nk * dk * k * 4
+            b = b[:qk] + permute_blocks(b[qk:], order, dv * k * 4)
+        return b
+    if order is None:
+        return None
+    row = shape[-1] * esize  # bytes per row of a 2-D [rows, cols] matrix
+    if name.endswith(".in_proj_qkv.weight"):
+        qk = 2 * nk * dk * row
+        return raw[:qk] + permute_blocks(raw[qk:], order, dv * row)
+    if name.endswith(".in_proj_z.weight"):
+        return permute_blocks(raw, order, dv * row)
+    if name.endswith(".in_proj_a.weight") or name.endswith(".in_proj_b.weight"):
+        return permute_blocks(raw, order, row)
+    if name.endswith(".out_proj.weight"):  # columns: each row's value heads
+        return b"".join(permute_blocks(raw[r * row:(r + 1) * row], order, dv * esize)
+                        for r in range(shape[0]))
+    return None
 
 
 def gemma4_metadata(cfg, put):
@@ -286,6 +416,8 @@ def convert(src, dst):
             sys.exit("safetensors_to_gguf: tensor %r has dtype %s (expected BF16, F16 or F32)"
                      % (n, dtype))
         g, expert = gguf_name(n, arch)
+        if g is None:
+            continue
         groups.setdefault(g, []).append((expert if expert is not None else 0, n))
     tensors = []
     for g, parts in groups.items():
@@ -301,6 +433,8 @@ def convert(src, dst):
             ot, nb = 0, shape[0] * 4  # norms as F32, like llama.cpp's converter
         else:
             ot, nb = GGML_TYPE[dtype], size
+        if arch == "qwen35moe" and g.endswith("ssm_conv1d.weight"):
+            shape, ot, nb = [shape[0], shape[-1]], 0, shape[0] * shape[-1] * 4  # F32 [C, K]
         tensors.append((g, names, shape, ot, nb))
     for g, raw in extra.items():
         tensors.append((g, [], [len(raw) // 4], 0, len(raw)))
@@ -334,8 +468,15 @@ def convert(src, dst):
                 pwrite_all(out, extra[g], data0 + at)
                 at += len(extra[g])
             for n in names:
-                fd, src_off, size, dtype, _ = hdr[n]
-                if ot == 0 and dtype != "F32":
+                fd, src_off, size, dtype, src_shape = hdr[n]
+                made = (qwen35_transform(n, os.pread(fd, size, src_off), dtype, src_shape,
+                                         text_config(cfg))
+                        if arch == "qwen35moe" and len(names) == 1 and
+                        (n.endswith("norm.weight") or ".linear_attn." in n) else None)
+                if made is not None:
+                    pwrite_all(out, made, data0 + at)
+                    at += len(made)
+                elif ot == 0 and dtype != "F32":
                     raw = widen_to_f32(os.pread(fd, size, src_off), dtype)
                     pwrite_all(out, raw, data0 + at)
                     at += len(raw)

@@ -100,6 +100,10 @@ int linear_quant_path_used();
 // (default); c in 1..n forces configuration c where its shared memory fits (else the first).
 // Returns n. Any choice gives the same bits (that is what tests check).
 int set_linear_skinny_override(int config);
+// Tests and sweeps only: the BF16 grouped expert linear's config for decode-sized calls (at most
+// 8 tokens): c in 0..n-1 forces c, -1 returns to LOCKSTEP_CUDA_EXPERT_CFG (default 1). Returns n.
+// Any choice gives the same bits (linear_experts.cuh).
+int set_expert_decode_config(int config);
 // The configuration (1..n) that the last M <= 16 linear launch ran, and a configuration's name.
 int linear_skinny_config_used();
 // Whether forcing `config` runs it for an N x K weight at M <= 16 rows on this device (its shared

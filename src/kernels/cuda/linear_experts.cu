@@ -3,6 +3,7 @@
 // parallel). The kernel and why its bits are the per-expert linear()'s: linear_experts.cuh.
 #include "kernels/cuda/linear_experts.cuh"
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,20 @@
 namespace lockstep::kernels::cuda {
 
 namespace lin {
+namespace {
+int expert_config_override = -1;  // testing::set_expert_decode_config (-1: the environment's)
+}  // namespace
+
+int expert_decode_config() {
+  if (expert_config_override >= 0) return expert_config_override;
+  static const int from_env = [] {
+    const char* v = std::getenv("LOCKSTEP_CUDA_EXPERT_CFG");
+    const int c = v ? std::atoi(v) : kExpertDecodeDefault;
+    return c >= 0 && c < kExpertDecodeConfigs ? c : kExpertDecodeDefault;
+  }();
+  return from_env;
+}
+
 namespace {
 // The quantized weight's pair format (linear_quant.cu's pair_format, for the fused formats).
 int expert_pair_format(const Weight& w) { return w.scale_dtype == DType::F16 ? kPairF16 : kPairBF16; }
@@ -80,6 +95,13 @@ ExpertTable make_expert_table(std::span<const Weight* const> w, int64_t P) {
   synchronize();  // the host vectors go now
   return t;
 }
+
+namespace testing {
+int set_expert_decode_config(int config) {
+  lin::expert_config_override = config;
+  return lin::kExpertDecodeConfigs;
+}
+}  // namespace testing
 
 void free_expert_table(ExpertTable& t) {
   if (t.w) free_device(const_cast<const void**>(t.w));

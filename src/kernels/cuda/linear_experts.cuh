@@ -27,9 +27,24 @@ using ExpertCfgQuant = SkCfg<2, 64, 4, 2>;
 template <int QB>
 using ExpertCfg = std::conditional_t<QB == 0, ExpertCfgBf16, ExpertCfgQuant>;
 
-template <int MT, int S, int QB>
-__global__ void __launch_bounds__(Skinny<MT, true, S, ExpertCfg<QB>, QB>::kThreads,
-                                  Skinny<MT, true, S, ExpertCfg<QB>, QB>::kMinBlocks)
+// BF16 decode steps (at most 8 tokens, so at most 8 rows an expert) choose among these configs
+// (expert_decode_config: a test's override, else LOCKSTEP_CUDA_EXPERT_CFG, else
+// kExpertDecodeDefault). A decode launch has few bytes per block (a 768 x 2048 gate/up piece is
+// 16 rows of 512 k), so how many blocks are resident at once (the ring's shared memory) matters as
+// much as the bytes each has in flight. Every config walks K alike, so the choice never moves a
+// bit (tests force each one). H200, qwen3-30b-a3b shape (12 layers), `bench -p 128 -n 64`, two
+// alternated rounds: 0 875 / 873 tok/s, 1 920 / 909, 2 890 / 902, 3 908 / 908.
+// 0: ExpertCfg<0> (16 rows, 128 k, 4 stages), as the calls of more tokens.
+using ExpertDecodeCfg1 = SkCfg<1, 128, 2>;  // half the ring: twice the blocks resident
+using ExpertDecodeCfg2 = SkCfg<1, 64, 4>;   // smaller stages, the same depth
+using ExpertDecodeCfg3 = SkCfg<1, 256, 2>;  // whole 512-k pieces in two stages
+constexpr int kExpertDecodeConfigs = 4;
+constexpr int kExpertDecodeDefault = 1;
+int expert_decode_config();
+
+template <int MT, int S, int QB, typename CF = ExpertCfg<QB>>
+__global__ void __launch_bounds__(Skinny<MT, true, S, CF, QB>::kThreads,
+                                  Skinny<MT, true, S, CF, QB>::kMinBlocks)
     linear_experts_kernel(const __grid_constant__ ExpertArgs a) {
   // The table is written by moe_group, the kernel before: read only after the wait (the body's
   // own PDL calls are then no-ops).
@@ -49,26 +64,38 @@ __global__ void __launch_bounds__(Skinny<MT, true, S, ExpertCfg<QB>, QB>::kThrea
   // The expert's rows: through the row map from its first entry, or x from its first row.
   const int32_t* xrows = a.x_rows ? a.x_rows + first : nullptr;
   const float* x = a.x_rows ? a.x : a.x + static_cast<int64_t>(first) * a.K;
-  skinny_body<MT, true, S, ExpertCfg<QB>, QB>(o, x, rows, a.K, a.Ks, sb, a.lg, a.pair_fmt, xrows);
+  skinny_body<MT, true, S, CF, QB>(o, x, rows, a.K, a.Ks, sb, a.lg, a.pair_fmt, xrows);
 }
 
 // Launches the grouped kernel at QB for T tokens (an expert has at most T rows) and `slots`
 // active-expert slots; false when its shared memory does not fit the device.
 template <int QB>
 bool launch_experts(const ExpertArgs& a, int S, int T, int slots) {
-  auto go = [&](auto mt, auto s) {
+  auto go_cfg = [&](auto mt, auto s, auto cf) {
     constexpr int MT = decltype(mt)::value, SS = decltype(s)::value;
-    using C = Skinny<MT, true, SS, ExpertCfg<QB>, QB>;
+    using CF = decltype(cf);
+    using C = Skinny<MT, true, SS, CF, QB>;
     // x staging for the rows a block can get: an expert has at most T of them. Sized for 8 MT
     // rows whatever T, a decode step's launch took 1 block per multiprocessor instead of 3.
     const int bytes = C::smem(std::min(8 * MT, T));
     if (bytes > smem_optin()) return false;
-    constexpr auto kernel = linear_experts_kernel<MT, SS, QB>;
+    constexpr auto kernel = linear_experts_kernel<MT, SS, QB, CF>;
     allow_smem_max<kernel>();
     const dim3 grid((a.N + C::kRows - 1) / C::kRows, (T + 8 * MT - 1) / (8 * MT), slots * a.P);
     launch(QB == 0 ? "linear_experts (skinny kernel)" : "linear_experts (quantized skinny kernel)",
            kernel, grid, C::kThreads, bytes, a);
     return true;
+  };
+  auto go = [&](auto mt, auto s) {
+    if constexpr (QB == 0 && decltype(mt)::value == 1) {
+      switch (expert_decode_config()) {
+        case 1: return go_cfg(mt, s, ExpertDecodeCfg1{});
+        case 2: return go_cfg(mt, s, ExpertDecodeCfg2{});
+        case 3: return go_cfg(mt, s, ExpertDecodeCfg3{});
+        default: break;
+      }
+    }
+    return go_cfg(mt, s, ExpertCfg<QB>{});
   };
   using I1 = std::integral_constant<int, 1>;
   using I2 = std::integral_constant<int, 2>;

@@ -117,6 +117,7 @@ constexpr int kGroupThreads = 1024;
 // The fused route + group launch: one block, so for a step's few tokens, within the shared memory
 // every device gives without opting in.
 constexpr int64_t kMoeFusedMaxTokens = 64;
+constexpr int64_t kFusedMinWarps = 4;
 constexpr size_t kMoeFusedMaxSmem = 48 << 10;
 
 // The grouping of n = T * k assignments of E experts by the whole block (gs: 3 E ints of shared
@@ -129,7 +130,6 @@ __device__ void group_rows(int32_t* gs, const int32_t* experts, int n, int k, in
   int32_t* count = gs;          // [E]
   int32_t* first = gs + E;      // [E]
   int32_t* active = gs + 2 * E; // [E]: the expert's index among the active ones
-  __shared__ int32_t chunk_sum[32], chunk_act[32];
   for (int e = threadIdx.x; e < E; e += blockDim.x) count[e] = 0;
   __syncthreads();
   for (int i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&count[experts[i]], 1);
@@ -141,19 +141,15 @@ __device__ void group_rows(int32_t* gs, const int32_t* experts, int n, int k, in
     const int e0 = min(E, lane * per), e1 = min(E, e0 + per);
     int s = 0, a = 0;
     for (int e = e0; e < e1; ++e) s += count[e], a += count[e] > 0;
-    chunk_sum[lane] = s, chunk_act[lane] = a;
-    __syncwarp();
-    if (lane == 0) {
-      int rs = 0, ra = 0;
-      for (int l = 0; l < 32; ++l) {
-        const int cs = chunk_sum[l], ca = chunk_act[l];
-        chunk_sum[l] = rs, chunk_act[l] = ra;
-        rs += cs, ra += ca;
-      }
-      groups[0] = ra;  // active experts
+    // Exclusive scan over the lanes by shuffles: integer sums, so exact in any order.
+    int is = s, ia = a;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int us = __shfl_up_sync(0xffffffffu, is, o), ua = __shfl_up_sync(0xffffffffu, ia, o);
+      if (lane >= o) is += us, ia += ua;
     }
-    __syncwarp();
-    s = chunk_sum[lane], a = chunk_act[lane];
+    if (lane == 31) groups[0] = ia;  // active experts
+    s = is - s, a = ia - a;
     for (int e = e0; e < e1; ++e) {
       first[e] = s, active[e] = a;
       s += count[e], a += count[e] > 0;
@@ -236,8 +232,12 @@ void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t*
 void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
                      const float* expert_scale, int32_t* experts, float* weights, int32_t* source,
                      int32_t* slot, int32_t* groups) {
-  constexpr int kWarps = kGroupThreads / 32;
-  const size_t route_smem = static_cast<size_t>(kWarps) * (E + 32) * sizeof(float);
+  // One warp per token up to a block of kGroupThreads, at least kFusedMinWarps for the grouping:
+  // a decode step's single token gets a block of 128 threads, not 1024 mostly idle ones whose
+  // launch and barriers cost more than the routing (the grouping's loops stride by the block, so
+  // any multiple of 32 threads gives the same tables).
+  const int warps = static_cast<int>(std::clamp<int64_t>(T, kFusedMinWarps, kGroupThreads / 32));
+  const size_t route_smem = static_cast<size_t>(warps) * (E + 32) * sizeof(float);
   const size_t group_smem = static_cast<size_t>(3 * E) * sizeof(int32_t);
   if (T > kMoeFusedMaxTokens || std::max(route_smem, group_smem) > kMoeFusedMaxSmem) {
     moe_route(logits, T, E, k, normalize, expert_scale, experts, weights);
@@ -246,7 +246,7 @@ void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool 
   }
   check_top_k("moe_route_group", k, E);
   if (T <= 0) return;
-  launch("moe_route_group_kernel", moe_route_group_kernel, 1, kGroupThreads,
+  launch("moe_route_group_kernel", moe_route_group_kernel, 1, 32 * warps,
          std::max(route_smem, group_smem), logits, static_cast<int>(T), static_cast<int>(E),
          static_cast<int>(k), normalize, expert_scale, experts, weights, source, slot, groups);
 }
