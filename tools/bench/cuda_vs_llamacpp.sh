@@ -4,10 +4,12 @@
 # Qwen3-8B-shaped BF16 checkpoint). Run ON the GPU machine from the repo root, after
 # tools/cuda/pack_engine.sh and tools/bench/pack_llama_cuda.sh here and a `run` that carries
 # .cuda-carry-engine and .cuda-carry-llama, with timeout_s 600.
-#   tools/bench/cuda_vs_llamacpp.sh [LIKE]   LIKE: a qwen3, qwen3_moe or dense gemma4 make-random
+#   tools/bench/cuda_vs_llamacpp.sh [LIKE]   LIKE: a qwen3, qwen3_moe, qwen3_5_moe or dense gemma4 make-random
 #                                            preset (default qwen3-8b; qwen3-0.6b for a quick
 #                                            check; LAYERS=12 qwen3-30b-a3b: the MoE shape, 12
-#                                            layers; LAYERS=8 gemma-4-31b: Gemma 4 31B, 8 layers)
+#                                            layers; LAYERS=8 gemma-4-31b: Gemma 4 31B, 8 layers;
+#                                            LAYERS=12 qwen3.5-35b-a3b: the Qwen3.5 MoE hybrid,
+#                                            12 layers, MTP head left out of the GGUF)
 # Steps (every one under a timeout; about 6 to 8 minutes for qwen3-8b on an H200, build included):
 #  0. llama-bench: carried (pack_llama_cuda.sh ... binary), or built here in the background from
 #     the carried llama.cpp source (pack_llama_cuda.sh ... source: CUDA, sm_90, GGML_NATIVE, all
@@ -49,7 +51,7 @@ deadline="${DEADLINE_S:-560}"; ub="${LLAMA_UB:-512,2048}"; fast="${FAST:-1}"; qu
 build_timeout="${BUILD_TIMEOUT_S:-390}"
 export LLAMA_CUDA_BUILD="${LLAMA_CUDA_BUILD:-/tmp/llama-cuda-build}"  # read by run-llama-bench
 dev="${CUDA_DEVICE:-cuda}"
-case "$like" in *[!a-z0-9.-]*|"") echo "usage: $0 [qwen3-8b|qwen3-1.7b|qwen3-0.6b|qwen3-30b-a3b|gemma-4-31b]" >&2; exit 2 ;; esac
+case "$like" in *[!a-z0-9.-]*|"") echo "usage: $0 [qwen3-8b|qwen3-1.7b|qwen3-0.6b|qwen3-30b-a3b|qwen3.5-35b-a3b|gemma-4-31b]" >&2; exit 2 ;; esac
 layers="${LAYERS:-}"  # the first N decoder layers only (make-random --layers), e.g. a MoE shape
 name="$like${layers:+-${layers}l}"
 work="${WORK:-/tmp/lockstep-cuda}"
@@ -197,7 +199,7 @@ for f in files:
 PY
 }
 avail_gb() { df -P -B1G "$1" 2>/dev/null | awk 'NR == 2 {print $4}'; }
-case "$name" in qwen3-8b) need_gb=17 ;; qwen3-1.7b) need_gb=5 ;; qwen3-0.6b) need_gb=2 ;; qwen3-30b-a3b-12l) need_gb=16 ;; *) need_gb=10 ;; esac
+case "$name" in qwen3-8b) need_gb=17 ;; qwen3-1.7b) need_gb=5 ;; qwen3-0.6b) need_gb=2 ;; qwen3-30b-a3b-12l) need_gb=16 ;; qwen3.5-35b-a3b-12l) need_gb=27 ;; *) need_gb=10 ;; esac
 # Where a file of need_gb goes: the first of DIR... with room, else a tmpfs mounted for it (the
 # machine has far more memory than disk; the checkpoint and the GGUF together need twice that).
 tmpfs=/tmp/cvl-tmpfs
