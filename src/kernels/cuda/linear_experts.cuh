@@ -27,18 +27,17 @@ using ExpertCfgQuant = SkCfg<2, 64, 4, 2>;
 template <int QB>
 using ExpertCfg = std::conditional_t<QB == 0, ExpertCfgBf16, ExpertCfgQuant>;
 
-// BF16 decode steps (at most 8 tokens, so at most 8 rows an expert) choose among these configs
+// BF16 decode steps (at most 8 tokens, so at most 8 rows an expert) take their own ring config
 // (expert_decode_config: a test's override, else LOCKSTEP_CUDA_EXPERT_CFG, else
 // kExpertDecodeDefault). A decode launch has few bytes per block (a 768 x 2048 gate/up piece is
 // 16 rows of 512 k), so how many blocks are resident at once (the ring's shared memory) matters as
 // much as the bytes each has in flight. Every config walks K alike, so the choice never moves a
 // bit (tests force each one). H200, qwen3-30b-a3b shape (12 layers), `bench -p 128 -n 64`, two
-// alternated rounds: 0 875 / 873 tok/s, 1 920 / 909, 2 890 / 902, 3 908 / 908.
+// alternated rounds: 0 875 / 873 tok/s, 1 920 / 909; also swept and dropped (fewer kernels to
+// build): 64 k x 4 stages 890 / 902, 256 k x 2 stages 908 / 908.
 // 0: ExpertCfg<0> (16 rows, 128 k, 4 stages), as the calls of more tokens.
 using ExpertDecodeCfg1 = SkCfg<1, 128, 2>;  // half the ring: twice the blocks resident
-using ExpertDecodeCfg2 = SkCfg<1, 64, 4>;   // smaller stages, the same depth
-using ExpertDecodeCfg3 = SkCfg<1, 256, 2>;  // whole 512-k pieces in two stages
-constexpr int kExpertDecodeConfigs = 4;
+constexpr int kExpertDecodeConfigs = 2;
 constexpr int kExpertDecodeDefault = 1;
 int expert_decode_config();
 
@@ -88,12 +87,7 @@ bool launch_experts(const ExpertArgs& a, int S, int T, int slots) {
   };
   auto go = [&](auto mt, auto s) {
     if constexpr (QB == 0 && decltype(mt)::value == 1) {
-      switch (expert_decode_config()) {
-        case 1: return go_cfg(mt, s, ExpertDecodeCfg1{});
-        case 2: return go_cfg(mt, s, ExpertDecodeCfg2{});
-        case 3: return go_cfg(mt, s, ExpertDecodeCfg3{});
-        default: break;
-      }
+      if (expert_decode_config() == 1) return go_cfg(mt, s, ExpertDecodeCfg1{});
     }
     return go_cfg(mt, s, ExpertCfg<QB>{});
   };
