@@ -27,7 +27,6 @@ struct ServeFlags {
   server::ServerConfig server;
   EngineOptions engine;
   std::string alias;
-  bool step_tokens_set = false, prefill_chunk_set = false;  // given on the command line
 };
 
 // The step's token budget where the command line sets none. On the GPU a forward of more rows
@@ -37,10 +36,11 @@ struct ServeFlags {
 // tokens/s of 512 / 256, and 128-token prompts 1.08x (docs/benchmarks.md, "Serving at
 // concurrency"); the price is ITL p99 (a decode row waits for the step's prefill chunks). A CPU
 // forward costs in proportion to its rows, so there the smaller steps keep streams flowing.
+// 0: not given (the flags take 1 and up).
 void default_step_budget(ServeFlags& f) {
   const bool gpu = f.model.device == "cuda";
-  if (!f.step_tokens_set) f.engine.max_step_tokens = gpu ? 2048 : 512;
-  if (!f.prefill_chunk_set) f.engine.prefill_chunk = gpu ? 1024 : 256;
+  if (f.engine.max_step_tokens == 0) f.engine.max_step_tokens = gpu ? 2048 : 512;
+  if (f.engine.prefill_chunk == 0) f.engine.prefill_chunk = gpu ? 1024 : 256;
 }
 
 // Stop signals: the handler only writes the signal number to a pipe (async-signal-safe, and
@@ -148,18 +148,15 @@ const Command kServe("serve", "OpenAI-compatible HTTP server with continuous bat
       ->check(CLI::Range(0, 65535));
   app.add_option("--parallel", f->engine.parallel, "Sequences decoded at once (default 8)")
       ->check(CLI::Range(1, 1024));
-  app.add_option_function<int64_t>(
-         "--prefill-chunk",
-         [f](int64_t v) { f->engine.prefill_chunk = v, f->prefill_chunk_set = true; },
-         "Prompt tokens per sequence per step (default 256 on the CPU, 1024 on CUDA); never "
-         "changes output")
+  f->engine.prefill_chunk = f->engine.max_step_tokens = 0;  // by device (default_step_budget)
+  app.add_option("--prefill-chunk", f->engine.prefill_chunk,
+                 "Prompt tokens per sequence per step (default 256 on the CPU, 1024 on CUDA); "
+                 "never changes output")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option_function<int64_t>(
-         "--step-tokens",
-         [f](int64_t v) { f->engine.max_step_tokens = v, f->step_tokens_set = true; },
-         "Tokens in one forward over all sequences (default 512 on the CPU, 2048 on CUDA: more "
-         "throughput, longer gaps between a stream's tokens while prompts prefill); never "
-         "changes output")
+  app.add_option("--step-tokens", f->engine.max_step_tokens,
+                 "Tokens in one forward over all sequences (default 512 on the CPU, 2048 on CUDA: "
+                 "more throughput, longer gaps between a stream's tokens while prompts prefill); "
+                 "never changes output")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--max-queue", f->engine.max_queue, "Waiting requests before 503 (default 64)")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));

@@ -336,14 +336,8 @@ class Gemma4Model final : public KvModel {
       routed_experts_forward_device(m.set, true, routed_in.data(), r, nullptr, nullptr,
                                     expert_out.data(), be);
     } else {
-      Routing r;
-      if (m.set.on_device) {  // routed by the backend (the bits of the lines below), read back
-        r = route_on_backend(logits.data(), T, E, m.top_k, true, m.per_expert_scale_dev.data(), be);
-      } else {
-        r = route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, true, &be.threads());
-        for (size_t i = 0; i < r.weights.size(); ++i)
-          r.weights[i] *= m.per_expert_scale[r.experts[i]];
-      }
+      const Routing r = route_to_host(m.set, logits.data(), T, E, m.top_k, true,
+                                      m.per_expert_scale, m.per_expert_scale_dev.data(), be);
       routed_experts_forward_host_routed(m.set, m.experts, true, routed_in.data(), T, r, nullptr,
                                          nullptr, expert_out.data(), be);
     }

@@ -71,32 +71,23 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   const int64_t E = static_cast<int64_t>(m.experts.size()), H = m.router.cols;
   kernels::Floats logits = be.array<float>(T * E);
   be.linear(h, T, m.router, nullptr, logits.data());
-  if (routes_on_device(m.set, T)) {
-    const DeviceRouting r = route_on_device(logits.data(), T, E, m.top_k, m.normalize, nullptr, be);
-    if (!m.has_shared) {
-      routed_experts_forward_device(m.set, false, h, r, nullptr, nullptr, out, be);
-      return;
-    }
-    kernels::Floats shared = be.array<float>(T * H), shared_gate = be.array<float>(T);
+  // The shared expert and its gate (Qwen3.5, Qwen3-Next) do not depend on the routing.
+  kernels::Floats shared, shared_gate;  // empty (null data) without one
+  if (m.has_shared) {
+    shared = be.array<float>(T * H);
+    shared_gate = be.array<float>(T);
     mlp_forward(m.shared, h, T, shared.data(), be);
     be.linear(h, T, m.shared_gate, nullptr, shared_gate.data());
-    routed_experts_forward_device(m.set, false, h, r, shared.data(), shared_gate.data(), out, be);
+  }
+  const float* const s = shared.data();
+  const float* const sg = shared_gate.data();
+  if (routes_on_device(m.set, T)) {
+    const DeviceRouting r = route_on_device(logits.data(), T, E, m.top_k, m.normalize, nullptr, be);
+    routed_experts_forward_device(m.set, false, h, r, s, sg, out, be);
     return;
   }
-  const Routing r =
-      m.set.on_device
-          ? route_on_backend(logits.data(), T, E, m.top_k, m.normalize, nullptr, be)
-          : route_tokens(be.download(logits.data(), T * E), T, E, m.top_k, m.normalize,
-                         &be.threads());
-  if (!m.has_shared) {
-    routed_experts_forward_host_routed(m.set, m.experts, false, h, T, r, nullptr, nullptr, out, be);
-    return;
-  }
-  kernels::Floats shared = be.array<float>(T * H), shared_gate = be.array<float>(T);
-  mlp_forward(m.shared, h, T, shared.data(), be);
-  be.linear(h, T, m.shared_gate, nullptr, shared_gate.data());
-  routed_experts_forward_host_routed(m.set, m.experts, false, h, T, r, shared.data(),
-                                     shared_gate.data(), out, be);
+  const Routing r = route_to_host(m.set, logits.data(), T, E, m.top_k, m.normalize, {}, nullptr, be);
+  routed_experts_forward_host_routed(m.set, m.experts, false, h, T, r, s, sg, out, be);
 }
 
 }  // namespace
@@ -188,6 +179,18 @@ Routing route_on_backend(const float* logits, int64_t T, int64_t E, int64_t k, b
   r.k = k;
   r.experts = be.download(experts.data(), T * k);
   r.weights = be.download(weights.data(), T * k);
+  return r;
+}
+
+Routing route_to_host(const ExpertSet& set, const float* logits, int64_t T, int64_t E, int64_t k,
+                      bool normalize, std::span<const float> expert_scale,
+                      const float* expert_scale_dev, kernels::Backend& be) {
+  if (set.on_device)
+    return route_on_backend(logits, T, E, k, normalize,
+                            expert_scale.empty() ? nullptr : expert_scale_dev, be);
+  Routing r = route_tokens(be.download(logits, T * E), T, E, k, normalize, &be.threads());
+  if (!expert_scale.empty())
+    for (size_t i = 0; i < r.weights.size(); ++i) r.weights[i] *= expert_scale[r.experts[i]];
   return r;
 }
 

@@ -79,6 +79,16 @@ DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t
 Routing route_on_backend(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
                          const float* expert_scale, kernels::Backend& be);
 
+// The routing of a call that does not route on the device (past kernels::kMoeDeviceMaxTokens, or
+// on a backend that does not run the experts), as host data: route_on_backend where the backend
+// runs the experts, else route_tokens over the downloaded logits on the backend's pool.
+// expert_scale (Gemma 4; empty: none) multiplies each weight by its expert's factor after the
+// renormalisation, as Backend::moe_route does; expert_scale_dev is the same in backend memory
+// (read when set.on_device). The bits are route_tokens' either way.
+Routing route_to_host(const ExpertSet& set, const float* logits, int64_t T, int64_t E, int64_t k,
+                      bool normalize, std::span<const float> expert_scale,
+                      const float* expert_scale_dev, kernels::Backend& be);
+
 // A host routing (route_tokens, after any scaling of its weights) grouped by group_by_expert and
 // uploaded in moe_route_group's layout, for calls past kernels::kMoeDeviceMaxTokens (a prefill
 // chunk) on a backend that runs the experts (set.on_device): the experts then take one grouped

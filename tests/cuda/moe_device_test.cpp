@@ -270,24 +270,32 @@ TEST_F(CudaTest, GroupedExpertLinearIsPerExpertLinearBitwise) {
             << what << " x through source, projection 0: " << diff_summary(c0.data(), d0.data(), c0.size());
         EXPECT_TRUE(same_bits(c1.data(), d1.data(), c1.size()))
             << what << " x through source, projection 1: " << diff_summary(c1.data(), d1.data(), c1.size());
-        // Every decode config (BF16, at most 8 tokens) gives the default config's bits.
+        // The launch choices the rules leave free give the default launch's bits: every decode
+        // config (BF16, at most 8 tokens) and the 64 KiB tile of small-memory devices (BF16,
+        // the tiled launch past 64 rows an expert).
+        auto same_as_default = [&](const std::string& choice) {
+          DeviceBuffer<float> u0(std::vector<float>(n * sh.N, NAN)),
+              u1(std::vector<float>(n * sh.N, NAN));
+          float* us[2] = {u0.get(), u1.get()};
+          linear_experts(t, tokens.get(), src.get(), us, groups.get(), T, n);
+          const std::vector<float> e0 = u0.to_host(), e1 = u1.to_host();
+          EXPECT_TRUE(same_bits(e0.data(), c0.data(), e0.size()))
+              << what << " " << choice << ", projection 0: " << diff_summary(e0.data(), c0.data(), e0.size());
+          EXPECT_TRUE(same_bits(e1.data(), c1.data(), e1.size()))
+              << what << " " << choice << ", projection 1: " << diff_summary(e1.data(), c1.data(), e1.size());
+        };
         if (bits == 0 && T <= 8) {
           const int configs = testing::set_expert_decode_config(0);
           for (int c = 0; c < configs; ++c) {
             testing::set_expert_decode_config(c);
-            DeviceBuffer<float> u0(std::vector<float>(n * sh.N, NAN)),
-                u1(std::vector<float>(n * sh.N, NAN));
-            float* us[2] = {u0.get(), u1.get()};
-            linear_experts(t, tokens.get(), src.get(), us, groups.get(), T, n);
-            const std::vector<float> e0 = u0.to_host(), e1 = u1.to_host();
-            EXPECT_TRUE(same_bits(e0.data(), c0.data(), e0.size()))
-                << what << " decode config " << c << ", projection 0: "
-                << diff_summary(e0.data(), c0.data(), e0.size());
-            EXPECT_TRUE(same_bits(e1.data(), c1.data(), e1.size()))
-                << what << " decode config " << c << ", projection 1: "
-                << diff_summary(e1.data(), c1.data(), e1.size());
+            same_as_default("decode config " + std::to_string(c));
           }
           testing::set_expert_decode_config(-1);
+        }
+        if (bits == 0 && T > 64) {  // a bound past 64 rows an expert: the tiled launch
+          testing::set_linear_tile_override(3);
+          same_as_default("64 KiB tile");
+          testing::set_linear_tile_override(0);
         }
       }
       free_expert_table(t);

@@ -84,18 +84,22 @@ variant() {  # the environment of a named tuning variant
 
 : >"$out/runs.txt"
 variants="${VARIANTS:-rows1 rows1-pf0 rows8}"
+# One dtype's runs in a round: llama.cpp, lockstep, the second binary, the tuning variants.
+kind_runs() {  # kind_runs KIND GGUF (rec and t from the round)
+  local kind="$1" m="$work/$1" k
+  rec "llama.cpp-$2" "$(ll_run "$t" "$work/$2.gguf")"
+  rec "lockstep-$kind" "$(ls_run "$t" "$m")"
+  if [ -n "${LOCKSTEP_BIN_B:-}" ]; then rec "lockstep-$kind-b" "$(LS="$LOCKSTEP_BIN_B" ls_run "$t" "$m")"; fi
+  # The one-row tile's width (cpu_tuning.h: rows read side by side) with and without prefetch.
+  for k in $variants; do
+    rec "lockstep-$kind-$k" "$(ls_run "$t" "$m" $(variant "$k"))"
+  done
+}
 for r in $(seq 1 "$rounds"); do
   for t in $threads; do
     rec() { echo "round $r threads $t $1: $2 tok/s" | tee -a "$out/runs.txt"; }
-    rec "llama.cpp-bf16" "$(ll_run "$t" "$work/bf16.gguf")"
-    rec "lockstep-bf16" "$(ls_run "$t" "$work/bf16")"
-    # The defaults against the old prefetchnta at every thread count, then distance and
-    # locality variants at the first thread count (STUDY=full).
-    # The one-row tile's width (cpu_tuning.h: rows read side by side) with and without prefetch.
-    [ -n "${LOCKSTEP_BIN_B:-}" ] && rec "lockstep-bf16-b" "$(LS="$LOCKSTEP_BIN_B" ls_run "$t" "$work/bf16")"
-    for k in $variants; do
-      rec "lockstep-bf16-$k" "$(ls_run "$t" "$work/bf16" $(variant "$k"))"
-    done
+    kind_runs bf16 bf16
+    # Prefetch distance and locality variants at the first thread count (STUDY=full).
     if [ "${STUDY:-short}" = full ] && [ "$t" = "${threads%% *}" ]; then
       rec "lockstep-bf16-pin" "$(ls_run "$t" "$work/bf16" --pin)"
       for pf in 0 12288 24576; do
@@ -106,18 +110,8 @@ for r in $(seq 1 "$rounds"); do
         rec "lockstep-bf16-$h-pf12288" "$(ls_run "$t" "$work/bf16" LOCKSTEP_CPU_PREFETCH_HINT=$h LOCKSTEP_CPU_PREFETCH_BYTES=12288)"
       done
     fi
-    rec "llama.cpp-q4_0" "$(ll_run "$t" "$work/q4_0.gguf")"
-    rec "lockstep-q4" "$(ls_run "$t" "$work/q4")"
-    [ -n "${LOCKSTEP_BIN_B:-}" ] && rec "lockstep-q4-b" "$(LS="$LOCKSTEP_BIN_B" ls_run "$t" "$work/q4")"
-    for k in $variants; do
-      rec "lockstep-q4-$k" "$(ls_run "$t" "$work/q4" $(variant "$k"))"
-    done
-    rec "llama.cpp-q8_0" "$(ll_run "$t" "$work/q8_0.gguf")"
-    rec "lockstep-q8" "$(ls_run "$t" "$work/q8")"
-    [ -n "${LOCKSTEP_BIN_B:-}" ] && rec "lockstep-q8-b" "$(LS="$LOCKSTEP_BIN_B" ls_run "$t" "$work/q8")"
-    for k in $variants; do
-      rec "lockstep-q8-$k" "$(ls_run "$t" "$work/q8" $(variant "$k"))"
-    done
+    kind_runs q4 q4_0
+    kind_runs q8 q8_0
   done
 done
 # Where the time goes: one profiled run per thread count (wall time per op kind).

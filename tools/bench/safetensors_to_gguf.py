@@ -27,6 +27,7 @@ mistaken for a finished one.
 import array
 import errno
 import json
+import math
 import os
 import struct
 import sys
@@ -272,12 +273,16 @@ def permute_blocks(raw, order, block):
     return bytes(out)
 
 
+def qwen35_transformed(name):
+    """Whether qwen35_transform may rewrite this tensor (the others are copied without a read)."""
+    return name.endswith("norm.weight") or ".linear_attn." in name
+
+
 def qwen35_transform(name, raw, dtype, shape, cfg):
     """A Qwen3.5 tensor's bytes as llama.cpp's converter writes them, or None to copy as is:
     (1 + w) for the zero-centred RMSNorms (not the DeltaNet output norm), A_log as -exp(A_log),
     the value heads in llama.cpp's order (rows of qkv's value part, z, a, b and the conv's value
     channels; out_proj's columns; A_log and dt_bias), the conv kernel as F32 [C, K]."""
-    import math
     esize = {"BF16": 2, "F16": 2, "F32": 4}[dtype]
     nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
     dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
@@ -288,7 +293,7 @@ def qwen35_transform(name, raw, dtype, shape, cfg):
 
     if name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
         return array.array("f", (x + 1.0 for x in floats(raw))).tobytes()
-    if not ".linear_attn." in name:
+    if ".linear_attn." not in name:
         return None
     if name.endswith(".A_log") or name.endswith(".dt_bias"):
         v = floats(raw)
@@ -471,8 +476,8 @@ def convert(src, dst):
                 fd, src_off, size, dtype, src_shape = hdr[n]
                 made = (qwen35_transform(n, os.pread(fd, size, src_off), dtype, src_shape,
                                          text_config(cfg))
-                        if arch == "qwen35moe" and len(names) == 1 and
-                        (n.endswith("norm.weight") or ".linear_attn." in n) else None)
+                        if arch == "qwen35moe" and len(names) == 1 and qwen35_transformed(n)
+                        else None)
                 if made is not None:
                     pwrite_all(out, made, data0 + at)
                     at += len(made)

@@ -4,35 +4,43 @@
 #   1. tools/bench/cuda_vs_llamacpp.sh qwen3-30b-a3b (LAYERS layers, BF16, exact only) starts in the
 #      background: it builds llama-bench (niced), writes the checkpoint and its GGUF, then waits
 #      for this script's go before its timed rounds.
-#   2. Meanwhile: the MoE op tests (every decode config against the default, bitwise), a
-#      generation gate per config on a 3-layer qwen3-30b-a3b shape, and greedy tokens of each
-#      config against config 0.
+#   2. Meanwhile: the MoE op tests (every decode config against the default, bitwise), the
+#      generation gate under each config on a 3-layer qwen3-30b-a3b shape, and score logit hashes
+#      and greedy tokens of config 0 against the default (old_new_bits).
 #   3. Once the checkpoint is written: decode of each config, alternated, ROUNDS rounds
 #      (`bench -p 128 -n 64 -r 3`; the GGUF conversion may still be running beside it).
 #   4. The go: the side-by-side rounds run alone.
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz and
-# .cuda-carry-llama (tools/bench/pack_llama_cuda.sh ... source). Env: LAYERS (12), CONFIGS
-# ("0 1"), ROUNDS (2).
+# .cuda-carry-llama (tools/bench/pack_llama_cuda.sh ... source). Env: LAYERS (12), ROUNDS (2).
 #   tools/cuda/moe_decode_on_device.sh quick   (about two minutes, no llama.cpp): the op tests,
 #       then on a qwen3-30b-a3b shape of LAYERS (6) layers decode under config 0 and the default,
 #       alternated (ROUNDS), and `bench --batch 64` (64 sequences decoding together after
 #       512-token prompts) in exact and fast numerics.
 set -uo pipefail
-. "$(dirname "$0")/device_script.sh"  # root, out, $bin, note, stamp, op_tests
+export OLD_ENV=LOCKSTEP_CUDA_EXPERT_CFG=0  # "old": the larger calls' 4-stage ring
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, note, stamp, op_tests, old_engine, old_new_bits
 work=/tmp/lockstep-moe-decode
 mkdir -p "$work"
-if [ "${1:-}" = quick ]; then
-  layers="${LAYERS:-6}"
-  op_tests cuda_tests.log '*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*HostRouted*:*MoeCombine*' 200
-  m="$work/q3-$layers"
-  "$bin" make-random --like qwen3-30b-a3b --layers "$layers" -o "$m" --dtype bf16 --seed 5 >/dev/null 2>&1
+old_engine
+moe_tests='*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*HostRouted*:*MoeCombine*'
+# decode_rounds MODEL LABEL: decode of config 0 ($old) and the default ($bin), alternated.
+decode_rounds() {
+  local r b d
   for r in $(seq "${ROUNDS:-2}"); do
-    for c in 0 default; do
-      d=$(env $([ $c = default ] || echo LOCKSTEP_CUDA_EXPERT_CFG=$c) "$bin" bench -m "$m" --device cuda -p 128 -n 64 -r 3 2>&1 |
+    for b in old new; do
+      d=$("$([ $b = old ] && echo "$old" || echo "$bin")" bench -m "$1" --device cuda -p 128 -n 64 -r 3 2>&1 |
           awk '/^decode/ {print $3, "tok/s,", $7, "of the floor"}')
-      note "qwen3-30b-a3b ($layers layers) round $r, config $c: decode $d"
+      note "$2 round $r, $([ $b = old ] && echo "config 0" || echo default): decode $d"
     done
   done
+}
+
+if [ "${1:-}" = quick ]; then
+  layers="${LAYERS:-6}"
+  op_tests cuda_tests.log "$moe_tests" 200
+  m="$work/q3-$layers"
+  "$bin" make-random --like qwen3-30b-a3b --layers "$layers" -o "$m" --dtype bf16 --seed 5 >/dev/null 2>&1
+  decode_rounds "$m" "qwen3-30b-a3b ($layers layers)"
   for numerics in exact fast; do
     "$bin" bench -m "$m" --device cuda --numerics "$numerics" --batch 64 -p 512 -n 32 -r 1 \
       --ctx-size 40000 --json >"$work/batch_$numerics.json" 2>"$work/batch_$numerics.log"
@@ -49,35 +57,23 @@ cvl_log="$out/cuda_vs_llamacpp_qwen3-30b-a3b-${layers}l.log"
   bash tools/bench/cuda_vs_llamacpp.sh qwen3-30b-a3b >"$out/cvl_stdout.txt" 2>&1) &
 cvl=$!
 
-op_tests cuda_tests.log '*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*HostRouted*:*MoeCombine*' 200
+op_tests cuda_tests.log "$moe_tests" 200
 "$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 --threads 4 >/dev/null 2>&1
 {
   echo '{"ids": [1, 17, 256, 42]}'
   echo '{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]}'
 } >"$work/prompts.jsonl"
-ids40=$(seq -s, 3 7 283)
-for c in ${CONFIGS:-0 1}; do
-  LOCKSTEP_CUDA_EXPERT_CFG=$c timeout 120 "$bin" verify --device cuda -m "$work/q3" \
-    --prompts "$work/prompts.jsonl" -n 24 >"$work/gate_$c.log" 2>&1
-  note "gate, config $c: $(grep -E '^(PASS|FAIL|DIVERGED)|rror' "$work/gate_$c.log" | tail -1)"
-  LOCKSTEP_CUDA_EXPERT_CFG=$c "$bin" generate --device cuda -m "$work/q3" --prompt-ids "$ids40" \
-    -n 40 --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])' \
-    >"$work/ids_$c.txt"
-  same=$( [ -s "$work/ids_$c.txt" ] && cmp -s "$work/ids_0.txt" "$work/ids_$c.txt" && echo "same as config 0" || echo "DIFFERENT from config 0 or empty")
-  note "greedy ids, config $c: $same ($(head -c 60 "$work/ids_$c.txt"))"
+for b in "$old" "$bin"; do
+  timeout 120 "$b" verify --device cuda -m "$work/q3" --prompts "$work/prompts.jsonl" -n 24 >"$work/gate.log" 2>&1
+  note "gate, $([ "$b" = "$old" ] && echo "config 0" || echo default): $(grep -E '^(PASS|FAIL|DIVERGED)|rror' "$work/gate.log" | tail -1)"
 done
+old_new_bits "$work/q3" "" "$(seq -s, 3 7 283)"
 
 stamp "waiting for the checkpoint"
 while ! grep -q "checkpoint ready" "$cvl_log" 2>/dev/null && kill -0 "$cvl" 2>/dev/null; do sleep 2; done
 ckpt=$(ls -d /tmp/lockstep-cuda/qwen3-30b-a3b-"$layers"l /tmp/cvl-tmpfs/qwen3-30b-a3b-"$layers"l 2>/dev/null | head -1)
 if [ -n "$ckpt" ]; then
-  for r in $(seq "${ROUNDS:-2}"); do
-    for c in ${CONFIGS:-0 1}; do
-      d=$(LOCKSTEP_CUDA_EXPERT_CFG=$c "$bin" bench -m "$ckpt" --device cuda -p 128 -n 64 -r 3 2>&1 |
-          awk '/^decode/ {print $3, "tok/s,", $7, "of the floor"}')
-      note "qwen3-30b-a3b ($layers layers) round $r, config $c: decode $d"
-    done
-  done
+  decode_rounds "$ckpt" "qwen3-30b-a3b ($layers layers)"
 else
   note "no checkpoint from cuda_vs_llamacpp.sh: $(tail -3 "$cvl_log")"
 fi

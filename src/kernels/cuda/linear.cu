@@ -49,12 +49,15 @@ using namespace lin;
 
 
 // --- x to bf16 ------------------------------------------------------------------------------------
-__global__ void to_bf16_kernel(const float* __restrict__ x, uint32_t* __restrict__ out, int64_t n2) {
+// Pair i of row r (half = K / 2 pairs a row) from x's row rows[r], or row r without a row map.
+__global__ void to_bf16_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
+                               uint32_t* __restrict__ out, int64_t n2, int64_t half) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n2) {
-    const float2 v = reinterpret_cast<const float2*>(x)[i];
+    const int64_t src = rows ? rows[i / half] * half + i % half : i;
+    const float2 v = reinterpret_cast<const float2*>(x)[src];
     out[i] = pack_bf16x2(v.x, v.y);
   }
 }
@@ -242,11 +245,11 @@ void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& 
 
 }  // namespace
 
-const uint16_t* lin::x_to_bf16(const float* x, int64_t M, int64_t K) {
+const uint16_t* lin::x_to_bf16(const float* x, int64_t M, int64_t K, const int32_t* rows) {
   auto* xb = static_cast<uint16_t*>(scratch(0, static_cast<size_t>(M * K) * 2));
   const int64_t n2 = M * K / 2;
-  launch("to_bf16_kernel", to_bf16_kernel, blocks_for(n2, 256), 256, 0, x,
-         reinterpret_cast<uint32_t*>(xb), n2);
+  launch("to_bf16_kernel", to_bf16_kernel, blocks_for(n2, 256), 256, 0, x, rows,
+         reinterpret_cast<uint32_t*>(xb), n2, K / 2);
   return xb;
 }
 

@@ -38,20 +38,6 @@ int expert_pair_format(const Weight& w) { return w.scale_dtype == DType::F16 ? k
 // same either way.
 constexpr int64_t kTiledExpertRows = 64;
 
-// xb[i] = x[x_rows ? x_rows[i] : i] rounded to bf16 (nearest-even), [n][K]: the tiled kernel's
-// grouped operand (one launch for every expert's rows; the rounding linear()'s x_to_bf16 does).
-__global__ void gather_bf16_kernel(const float* __restrict__ x, const int32_t* __restrict__ x_rows,
-                                   uint32_t* __restrict__ xb, int64_t n, int K) {
-  pdl_launch_dependents();
-  pdl_wait();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int half = K / 2;
-  if (i >= n * half) return;
-  const int64_t row = i / half, c = i - row * half;
-  const int64_t src = x_rows ? x_rows[row] : row;
-  const float2 v = reinterpret_cast<const float2*>(x + src * K)[c];
-  xb[i] = pack_bf16x2(v.x, v.y);
-}
 }  // namespace
 }  // namespace lin
 
@@ -134,10 +120,8 @@ void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows,
   const int slots = static_cast<int>(std::min<int64_t>(t.E, n));
   const int tt = static_cast<int>(T);
   if (w.quant == QuantFormat::None && T > kTiledExpertRows) {
-    auto* xb = static_cast<uint16_t*>(detail::scratch(0, static_cast<size_t>(n * K) * 2));
-    launch("gather_bf16_kernel", gather_bf16_kernel, blocks_for(n * K / 2, 256), 256, 0, x, x_rows,
-           reinterpret_cast<uint32_t*>(xb), n, K);
-    launch_tiled_experts(a, xb, S, tt, slots);
+    // The grouped rows in bf16, gathered through x_rows in the same pass: linear()'s rounding.
+    launch_tiled_experts(a, x_to_bf16(x, n, K, x_rows), S, tt, slots);
     return;
   }
   bool ok;

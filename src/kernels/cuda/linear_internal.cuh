@@ -104,8 +104,9 @@ struct Group {
 inline int sm_count() { return device_caps().sm_count; }
 
 // x [M][K] rounded to bf16 (nearest-even) into the linear's scratch slot 0 (linear.cu), for the
-// skinny kernels of M > 16 and the tiled kernels.
-const uint16_t* x_to_bf16(const float* x, int64_t M, int64_t K);
+// skinny kernels of M > 16 and the tiled kernels. With rows ([M]), row m is x's row rows[m] (the
+// grouped expert launches' tokens, gathered in the same pass).
+const uint16_t* x_to_bf16(const float* x, int64_t M, int64_t K, const int32_t* rows = nullptr);
 
 // linear() of a quantized weight in the GPU layout of linear_quant.cuh (linear_quant.cu).
 void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias, float* y);

@@ -253,14 +253,26 @@ void launch_tiled(const Group& g, const uint16_t* x, int M, int K, int S) {
     launch_tiled_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(g, x, M, K, Ks, S);
 }
 
+namespace {
+template <typename C, int BN, int BM, int WN, int WM, int STAGES, int MINB>
+void launch_tiled_experts_cfg(const ExpertArgs& a, const uint16_t* xb, int S, int max_rows,
+                              int slots) {
+  constexpr auto kernel = linear_tiled_experts<BN, BM, WN, WM, STAGES, MINB>;
+  allow_smem<kernel>(C::kSmem);
+  const dim3 grid((a.N + BN - 1) / BN, (max_rows + BM - 1) / BM, slots * a.P);
+  launch("linear_experts (tiled kernel)", kernel, grid, C::kThreads, C::kSmem, a, xb, S);
+}
+}  // namespace
+
 void launch_tiled_experts(const ExpertArgs& a, const uint16_t* xb, int S, int max_rows, int slots) {
   // 128 weight rows x 128 tokens: an expert of a prefill chunk holds about T k / E rows (128 for
-  // 2048 tokens of Qwen3-30B-A3B), which the 256-token tile would half waste. A free choice.
-  using C = TileMid;
-  constexpr auto kernel = linear_tiled_experts<128, 128, 64, 32, 4, 1>;
-  allow_smem<kernel>(C::kSmem);
-  const dim3 grid((a.N + 127) / 128, (max_rows + 127) / 128, slots * a.P);
-  launch("linear_experts (tiled kernel)", kernel, grid, C::kThreads, C::kSmem, a, xb, S);
+  // 2048 tokens of Qwen3-30B-A3B), which the 256-token tile would half waste. The 64 KiB tile
+  // where the device's shared memory does not hold 128 KiB (sm_86 / sm_89 / sm_120, as
+  // launch_tiled), or where a test forces tile 3. A free choice: the same bits.
+  if (tile_override != 3 && TileMid::kSmem <= device_caps().smem_optin)
+    launch_tiled_experts_cfg<TileMid, 128, 128, 64, 32, 4, 1>(a, xb, S, max_rows, slots);
+  else
+    launch_tiled_experts_cfg<TileSmall, 64, 64, 32, 32, 4, 3>(a, xb, S, max_rows, slots);
 }
 
 bool wgmma_for_batch(const Group& g, const uint16_t* x, int M, int K, int S) {
