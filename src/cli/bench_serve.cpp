@@ -63,7 +63,8 @@ client::ServerInfo resolve_against_server(BenchServeFlags& f) {
   if (o.model.empty()) o.model = info.model;
   o.vocab_size = f.vocab_size > 0 ? f.vocab_size : info.vocab_size;
   if (o.vocab_size <= 0)
-    fail("the server's /v1/models gives no vocab_size (not lockstep?): pass --vocab-size");
+    fail("the server's /v1/models gives no vocab_size (lockstep) or meta.n_vocab (llama-server): "
+         "pass --vocab-size");
   if (info.max_model_len > 0 && o.input_len + o.output_len > info.max_model_len)
     fail("--input-len ", o.input_len, " plus --output-len ", o.output_len, " exceed the server's context of ",
          info.max_model_len, " tokens (max_model_len)");

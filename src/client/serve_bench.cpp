@@ -66,23 +66,34 @@ void summarize_level(LevelResult& L) {
 
 }  // namespace
 
+ServerInfo parse_models_reply(const std::string& body) {
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("data") || !j["data"].is_array() ||
+      j["data"].empty() || !j["data"][0].is_object())
+    fail("GET /v1/models: expected {\"data\": [{\"id\": ...}, ...]}, got ", body.substr(0, 300));
+  const json& m = j["data"][0];
+  ServerInfo info;
+  info.model = m.value("id", "");
+  auto integer = [](const json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o[key].is_number_integer() ? o[key].get<int64_t>() : 0;
+  };
+  // llama-server keeps its figures under "meta"; n_ctx there is one slot's context, what one
+  // request may use.
+  const json meta = m.value("meta", json());
+  info.max_model_len = integer(m, "max_model_len");
+  if (info.max_model_len == 0) info.max_model_len = integer(m, "context_length");
+  if (info.max_model_len == 0) info.max_model_len = integer(meta, "n_ctx");
+  info.vocab_size = integer(m, "vocab_size");
+  if (info.vocab_size == 0) info.vocab_size = integer(meta, "n_vocab");
+  return info;
+}
+
 ServerInfo query_server(HttpConnection& connection) {
   const HttpReply r = connection.get("/v1/models");
   if (r.status != 200)
     fail("GET /v1/models answered HTTP ", r.status, ": ", r.body.substr(0, 300),
          r.status == 401 ? " (pass the server's key with --api-key)" : "");
-  const json j = json::parse(r.body, nullptr, false);
-  if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
-      !j["data"][0].is_object())
-    fail("GET /v1/models: expected {\"data\": [{\"id\": ...}, ...]}, got ", r.body.substr(0, 300));
-  const json& m = j["data"][0];
-  ServerInfo info;
-  info.model = m.value("id", "");
-  auto integer = [&](const char* key) { return m.contains(key) && m[key].is_number_integer() ? m[key].get<int64_t>() : 0; };
-  info.max_model_len = integer("max_model_len");
-  if (info.max_model_len == 0) info.max_model_len = integer("context_length");
-  info.vocab_size = integer("vocab_size");
-  return info;
+  return parse_models_reply(r.body);
 }
 
 std::vector<int32_t> pool_prompt(uint64_t seed, int64_t index, int64_t length, int64_t vocab) {

@@ -26,10 +26,12 @@ namespace lockstep::client {
 // What GET /v1/models says about the first model listed. 0 where the server does not say.
 struct ServerInfo {
   std::string model;
-  int64_t max_model_len = 0;  // `max_model_len`, else `context_length`
-  int64_t vocab_size = 0;     // lockstep's `vocab_size`
+  int64_t max_model_len = 0;  // `max_model_len`, else `context_length`, else llama-server's meta.n_ctx
+  int64_t vocab_size = 0;     // lockstep's `vocab_size`, else llama-server's meta.n_vocab
 };
 ServerInfo query_server(HttpConnection& connection);
+// The reply's body parsed into ServerInfo; an error naming what was expected when it is no list.
+ServerInfo parse_models_reply(const std::string& body);
 
 struct ServeBenchOptions {
   Url url;

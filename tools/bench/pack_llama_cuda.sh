@@ -3,7 +3,8 @@
 # tools/bench/cuda_vs_llamacpp.sh there (`run` with carry [".cuda-carry-engine",
 # ".cuda-carry-llama"]). llama.cpp is not part of this repository: it is packed from its own
 # checkout or build, outside this tree.
-#   tools/bench/pack_llama_cuda.sh LLAMA_BUILD_DIR [source|binary]
+#   tools/bench/pack_llama_cuda.sh LLAMA_BUILD_DIR [source|server|binary]
+# server: as source, plus what llama-server's build reads (about 0.7 MB more of xz).
 # source (default): the llama.cpp sources llama-bench's CMake build reads (its git HEAD, about
 #   2.0 MB as tar.xz; the source folder is LLAMA_BUILD_DIR's CMAKE_HOME_DIRECTORY), plus this
 #   machine's cuBLAS headers in case the image's toolkit lacks them; cuda_vs_llamacpp.sh builds
@@ -27,7 +28,7 @@ src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/d
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 
-if [ "$mode" = source ]; then
+if [ "$mode" = source ] || [ "$mode" = server ]; then
   [ -n "$src" ] && git -C "$src" rev-parse HEAD >/dev/null 2>&1 ||
     { echo "pack_llama_cuda.sh: no llama.cpp git checkout behind $build" >&2; exit 1; }
   # What configuring and building llama-bench reads: the library, ggml with its CPU and CUDA
@@ -37,6 +38,15 @@ if [ "$mode" = source ]; then
     tools/llama-bench tools/batched-bench tools/gguf-split tools/imatrix tools/completion
     tools/perplexity tools/quantize tools/tokenize tools/tts tools/mtmd tools/cvector-generator
     tools/export-lora tools/fit-params tools/results"
+  exclude=(':(exclude)vendor/miniaudio/miniaudio.h')
+  if [ "$mode" = server ]; then
+    # llama-server too (tools/cuda/serving_vs_llamaserver_on_device.sh): its sources, mtmd's
+    # audio header, and the UI's CMake files without the UI itself (configured with
+    # LLAMA_USE_PREBUILT_UI=OFF and no npm build, it embeds an empty asset table).
+    paths="$paths tools/server tools/cli tools/ui/CMakeLists.txt tools/ui/sources.cmake tools/ui/ui.cpp.in
+      tools/ui/ui.h.in scripts/ui-assets.cmake"
+    exclude=(':(exclude)tools/server/tests' ':(exclude)tools/server/bench')
+  fi
   # shellcheck disable=SC2086
   top=$(git -C "$src" ls-files -- 'ggml/src/*' | grep -E '^ggml/src/[^/]+$' | grep -v CMakeLists.txt)
   # shellcheck disable=SC2086
@@ -47,7 +57,7 @@ $changed" >&2
   # shellcheck disable=SC2086
   git -C "$src" archive --format=tar HEAD $paths $top ':(exclude,glob)**/*.jpeg' \
     ':(exclude,glob)**/*.jpg' ':(exclude,glob)**/*.png' ':(exclude,glob)**/*.mp3' \
-    ':(exclude,glob)**/*.mp4' ':(exclude,glob)**/*.wav' ':(exclude)vendor/miniaudio/miniaudio.h' |
+    ':(exclude,glob)**/*.mp4' ':(exclude,glob)**/*.wav' "${exclude[@]}" |
     xz -T2 -9 >"$out/llama-src.tar.xz"
   git -C "$src" log -1 --format='%h %cd' >"$out/llama-commit.txt"
   git -C "$src" rev-list --count HEAD >>"$out/llama-commit.txt"
@@ -80,14 +90,16 @@ elif [ "$mode" = binary ]; then
   [ -n "$src" ] && git -C "$src" log -1 --format='%h %cd' >"$out/llama-commit.txt" 2>/dev/null || true
   cat "$out/needs.txt"
 else
-  echo "usage: $0 LLAMA_BUILD_DIR [source|binary]" >&2; exit 2
+  echo "usage: $0 LLAMA_BUILD_DIR [source|server|binary]" >&2; exit 2
 fi
 
 cat >"$out/bin/run-llama-bench" <<'EOF'
 #!/bin/sh
-# llama-bench with cuBLAS from this machine (and the carried libraries), for this process alone:
-# the carried binary if any, else the one cuda_vs_llamacpp.sh built here ($LLAMA_CUDA_BUILD).
+# run-llama-bench / run-llama-server: that llama.cpp tool with cuBLAS from this machine (and the
+# carried libraries), for this process alone: the carried binary if any, else the one built here
+# ($LLAMA_CUDA_BUILD: cuda_vs_llamacpp.sh, serving_vs_llamaserver_on_device.sh).
 d="$(cd "$(dirname "$0")" && pwd)"
+tool=$(basename "$0"); tool="${tool#run-}"
 cub="${LOCKSTEP_CUBLAS_DIR:-}"
 if [ -z "$cub" ] || [ ! -e "$cub/libcublas.so.13" ]; then
   cub=
@@ -100,34 +112,37 @@ for p in nvidia.__path__:
     [ -e "$c/libcublas.so.13" ] && [ -e "$c/libcublasLt.so.13" ] && cub="$c" && break
   done
 fi
-[ -n "$cub" ] || { echo "run-llama-bench: libcublas.so.13 not found (set LOCKSTEP_CUBLAS_DIR)" >&2; exit 127; }
-exe="$d/llama-bench"
+[ -n "$cub" ] || { echo "run-$tool: libcublas.so.13 not found (set LOCKSTEP_CUBLAS_DIR)" >&2; exit 127; }
+exe="$d/$tool"
 if [ ! -x "$exe" ] && [ -f "$exe.xz" ]; then  # stored compressed: unpack once
   u="${TMPDIR:-/tmp}/llama-cuda-carry"
   mkdir -p "$u"
-  if [ ! -x "$u/llama-bench" ] || [ "$exe.xz" -nt "$u/llama-bench" ]; then
+  if [ ! -x "$u/$tool" ] || [ "$exe.xz" -nt "$u/$tool" ]; then
     if command -v xz >/dev/null; then xz -dc "$exe.xz"
     else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$exe.xz"
-    fi >"$u/llama-bench.part" && chmod +x "$u/llama-bench.part" &&
-      mv "$u/llama-bench.part" "$u/llama-bench" || { echo "run-llama-bench: cannot unpack" >&2; exit 127; }
+    fi >"$u/$tool.part" && chmod +x "$u/$tool.part" &&
+      mv "$u/$tool.part" "$u/$tool" || { echo "run-$tool: cannot unpack" >&2; exit 127; }
   fi
-  exe="$u/llama-bench"
+  exe="$u/$tool"
 fi
-[ -x "$exe" ] || exe="${LLAMA_CUDA_BUILD:-/tmp/llama-cuda-build}/bin/llama-bench"
-[ -x "$exe" ] || { echo "run-llama-bench: no llama-bench (carried or built in ${LLAMA_CUDA_BUILD:-/tmp/llama-cuda-build})" >&2; exit 127; }
-[ -n "${RUN_LLAMA_BENCH_VERBOSE:-}" ] && echo "run-llama-bench: $exe, cuBLAS from $cub" >&2
+[ -x "$exe" ] || exe="${LLAMA_CUDA_BUILD:-/tmp/llama-cuda-build}/bin/$tool"
+[ -x "$exe" ] || { echo "run-$tool: no $tool (carried or built in ${LLAMA_CUDA_BUILD:-/tmp/llama-cuda-build})" >&2; exit 127; }
+[ -n "${RUN_LLAMA_BENCH_VERBOSE:-}" ] && echo "run-$tool: $exe, cuBLAS from $cub" >&2
 LD_LIBRARY_PATH="$d/../lib:$cub${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$exe" "$@"
 EOF
 chmod +x "$out/bin/run-llama-bench"
+cp "$out/bin/run-llama-bench" "$out/bin/run-llama-server"  # the same script, named for its tool
 ls -la "$out" "$out/bin"
 du -sh "$out"
 # What cuda_vs_llamacpp.sh's call would carry in all (64 MiB at most): the working tree, the
 # engine's carry and this one.
 tree=$(cd "$root" && { git ls-files -z; git ls-files -z --others --exclude-standard; } |
   xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
-eng=$(du -sb "$root/.cuda-carry-engine" 2>/dev/null | cut -f1); eng=${eng:-0}
+# (the compressed pack, .cuda-carry-engine-xz, where there is one: what the scripts carry)
+eng_dir="$root/.cuda-carry-engine"; [ -d "$eng_dir-xz" ] && eng_dir="$eng_dir-xz"
+eng=$(du -sb "$eng_dir" 2>/dev/null | cut -f1); eng=${eng:-0}
 mine=$(du -sb "$out" | cut -f1)
 total=$(( tree + eng + mine ))
-echo "working tree $(( tree >> 10 )) KiB + .cuda-carry-engine $(( eng >> 10 )) KiB + .cuda-carry-llama" \
+echo "working tree $(( tree >> 10 )) KiB + $(basename "$eng_dir") $(( eng >> 10 )) KiB + .cuda-carry-llama" \
   "$(( mine >> 10 )) KiB = $(( total >> 10 )) KiB of 65536"
 [ "$total" -le $(( 64 << 20 )) ] || echo "pack_llama_cuda.sh: WARNING: over the 64 MiB a call carries" >&2

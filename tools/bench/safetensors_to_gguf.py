@@ -9,7 +9,8 @@ SRC_DIR holds config.json and either model.safetensors or a sharded checkpoint
 *.safetensors file in SRC_DIR is read). Made for checkpoints from `lockstep make-random --like
 qwen3-*`, so llama.cpp (llama-bench) can run the very same weights: 2-D tensors are copied as they
 are (BF16 / F16 / F32), 1-D tensors (norms) are widened to F32 like llama.cpp's own converter, and
-the tokenizer is "no_vocab". A qwen3_moe checkpoint (one tensor per expert, as `make-random --like
+the tokenizer is "no_vocab" unless SRC_DIR holds a BPE tokenizer.json (Qwen's: then the vocabulary
+llama-server needs, written as llama.cpp's converter writes it). A qwen3_moe checkpoint (one tensor per expert, as `make-random --like
 qwen3-30b-a3b` and the Hub write them) becomes llama.cpp's qwen3moe: the router as
 ffn_gate_inp, each layer's experts stacked into ffn_{gate,up,down}_exps [E, rows, cols]. A dense
 gemma4_text checkpoint (`make-random --like gemma-4-31b`) becomes llama.cpp's gemma4: its four
@@ -190,12 +191,15 @@ def metadata(src, cfg):
     def put(k, t, v):
         if t == 9:  # array: (element type, values)
             et, vals = v
-            fmt = {4: "<I", 5: "<i", 6: "<f", 7: "<?"}[et]
-            kv.append(s(k) + struct.pack("<IIQ", 9, et, len(vals)) +
-                      b"".join(struct.pack(fmt, x) for x in vals))
+            if et == 8:  # strings
+                body = b"".join(s(x) for x in vals)
+            else:
+                body = array.array({4: "I", 5: "i", 6: "f"}[et], vals).tobytes() if et != 7 else \
+                    b"".join(struct.pack("<?", x) for x in vals)
+            kv.append(s(k) + struct.pack("<IIQ", 9, et, len(vals)) + body)
             return
         kv.append(s(k) + struct.pack("<I", t) +
-                  (s(v) if t == 8 else struct.pack({4: "<I", 6: "<f"}[t], v)))
+                  (s(v) if t == 8 else struct.pack({4: "<I", 6: "<f", 7: "<?"}[t], v)))
 
     put("general.architecture", 8, ARCH)
     put("general.name", 8, "lockstep-random-" + os.path.basename(src.rstrip("/")))
@@ -222,8 +226,69 @@ def metadata(src, cfg):
         put(ARCH + ".expert_count", 4, cfg.get("num_experts", cfg.get("num_local_experts")))
         put(ARCH + ".expert_used_count", 4, cfg["num_experts_per_tok"])
         put(ARCH + ".expert_feed_forward_length", 4, cfg["moe_intermediate_size"])
-    put("tokenizer.ggml.model", 8, "no_vocab")
+    if os.path.exists(os.path.join(src, "tokenizer.json")):
+        bpe_vocab(src, cfg["vocab_size"], put)
+    else:
+        put("tokenizer.ggml.model", 8, "no_vocab")
     return kv
+
+
+# llama.cpp's token types (llama_token_type): what its converter writes for a BPE vocabulary.
+TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED = 1, 3, 4
+
+
+def bpe_vocab(src, vocab_size, put):
+    """SRC_DIR's byte-level BPE tokenizer (tokenizer.json, as Qwen's) as llama.cpp's converter
+    writes it for Qwen ("gpt2" model, "qwen2" pre-tokenizer): every id below vocab_size gets a
+    token, ids the tokenizer lacks become [PAD<id>] (user defined), special added tokens are
+    control tokens; merges as "a b"; eos and padding from tokenizer_config.json. llama-server
+    refuses a GGUF without a vocabulary; llama-bench does not need one."""
+    with open(os.path.join(src, "tokenizer.json")) as f:
+        tok = json.load(f)
+    model = tok.get("model", {})
+    if model.get("type") != "BPE":
+        sys.exit("safetensors_to_gguf: %s/tokenizer.json: model.type %r (expected BPE)"
+                 % (src, model.get("type")))
+    by_id = {i: t for t, i in model["vocab"].items()}
+    special = {}
+    for a in tok.get("added_tokens", []):
+        by_id[a["id"]] = a["content"]
+        special[a["id"]] = a.get("special", False)
+    if max(by_id) >= vocab_size:
+        sys.exit("safetensors_to_gguf: %s/tokenizer.json has id %d, past vocab_size %d"
+                 % (src, max(by_id), vocab_size))
+    tokens, types = [], []
+    for i in range(vocab_size):
+        if i not in by_id:
+            tokens.append("[PAD%d]" % i)
+            types.append(TOKEN_USER_DEFINED)
+        else:
+            tokens.append(by_id[i])
+            types.append(TOKEN_NORMAL if i not in special else
+                         TOKEN_CONTROL if special[i] else TOKEN_USER_DEFINED)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    put("tokenizer.ggml.model", 8, "gpt2")
+    put("tokenizer.ggml.pre", 8, "qwen2")
+    put("tokenizer.ggml.tokens", 9, (8, tokens))
+    put("tokenizer.ggml.token_type", 9, (5, types))
+    put("tokenizer.ggml.merges", 9, (8, merges))
+    tc_path = os.path.join(src, "tokenizer_config.json")
+    tc = json.load(open(tc_path)) if os.path.exists(tc_path) else {}
+    ids = {t: i for i, t in by_id.items()}
+
+    def token_id(field):
+        v = tc.get(field)
+        if isinstance(v, dict):
+            v = v.get("content")
+        return ids.get(v) if v is not None else None
+    for field, key in (("eos_token", "eos_token_id"), ("pad_token", "padding_token_id"),
+                       ("bos_token", "bos_token_id")):
+        i = token_id(field)
+        if i is not None:
+            put("tokenizer.ggml." + key, 4, i)
+    put("tokenizer.ggml.add_bos_token", 7, bool(tc.get("add_bos_token", False)))
+    if isinstance(tc.get("chat_template"), str):
+        put("tokenizer.chat_template", 8, tc["chat_template"])
 
 
 def qwen35moe_metadata(cfg, put):
