@@ -13,11 +13,14 @@
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz and
 # .cuda-carry-llama (tools/bench/pack_llama_cuda.sh ... source). Env: LAYERS (12), ROUNDS (2).
 #   tools/cuda/moe_decode_on_device.sh quick   (about two minutes, no llama.cpp): the op tests,
-#       then on a qwen3-30b-a3b shape of LAYERS (6) layers decode under config 0 and the default,
+#       the gate and old/new bits (BF16 and 4-bit) on 3 layers, then on a qwen3-30b-a3b shape of
+#       LAYERS (6) layers decode under OLD_ENV and the default,
 #       alternated (ROUNDS), and `bench --batch 64` (64 sequences decoding together after
 #       512-token prompts) in exact and fast numerics.
 set -uo pipefail
-export OLD_ENV=LOCKSTEP_CUDA_EXPERT_CFG=0  # "old": the larger calls' 4-stage ring
+# "old": this engine under OLD_ENV, by default the larger calls' 4-stage ring (another switch,
+# e.g. OLD_ENV=LOCKSTEP_CUDA_FUSED_SWIGLU=0, puts that change through the same checks and rounds).
+export OLD_ENV="${OLD_ENV:-LOCKSTEP_CUDA_EXPERT_CFG=0}"
 . "$(dirname "$0")/device_script.sh"  # root, out, $bin, note, stamp, op_tests, old_engine, old_new_bits
 work=/tmp/lockstep-moe-decode
 mkdir -p "$work"
@@ -30,14 +33,32 @@ decode_rounds() {
     for b in old new; do
       d=$("$([ $b = old ] && echo "$old" || echo "$bin")" bench -m "$1" --device cuda -p 128 -n 64 -r 3 2>&1 |
           awk '/^decode/ {print $3, "tok/s,", $7, "of the floor"}')
-      note "$2 round $r, $([ $b = old ] && echo "config 0" || echo default): decode $d"
+      note "$2 round $r, $([ $b = old ] && echo "$OLD_ENV" || echo default): decode $d"
     done
   done
+}
+
+# gate_and_bits: on a 3-layer qwen3-30b-a3b shape, the generation gate under $old and $bin, and
+# their score logit hashes and greedy tokens (old_new_bits), BF16 and kept at 4 bits.
+gate_and_bits() {
+  "$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 --threads 4 >/dev/null 2>&1
+  {
+    echo '{"ids": [1, 17, 256, 42]}'
+    echo '{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]}'
+  } >"$work/prompts.jsonl"
+  local b
+  for b in "$old" "$bin"; do
+    timeout 120 "$b" verify --device cuda -m "$work/q3" --prompts "$work/prompts.jsonl" -n 24 >"$work/gate.log" 2>&1
+    note "gate, $([ "$b" = "$old" ] && echo "$OLD_ENV" || echo default): $(grep -E '^(PASS|FAIL|DIVERGED)|rror' "$work/gate.log" | tail -1)"
+  done
+  old_new_bits "$work/q3" "" "$(seq -s, 3 7 283)"
+  old_new_bits "$work/q3" "--quantize 4" "$(seq -s, 3 7 283)"
 }
 
 if [ "${1:-}" = quick ]; then
   layers="${LAYERS:-6}"
   op_tests cuda_tests.log "$moe_tests" 200
+  gate_and_bits
   m="$work/q3-$layers"
   "$bin" make-random --like qwen3-30b-a3b --layers "$layers" -o "$m" --dtype bf16 --seed 5 >/dev/null 2>&1
   decode_rounds "$m" "qwen3-30b-a3b ($layers layers)"
@@ -58,16 +79,7 @@ cvl_log="$out/cuda_vs_llamacpp_qwen3-30b-a3b-${layers}l.log"
 cvl=$!
 
 op_tests cuda_tests.log "$moe_tests" 200
-"$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 --threads 4 >/dev/null 2>&1
-{
-  echo '{"ids": [1, 17, 256, 42]}'
-  echo '{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]}'
-} >"$work/prompts.jsonl"
-for b in "$old" "$bin"; do
-  timeout 120 "$b" verify --device cuda -m "$work/q3" --prompts "$work/prompts.jsonl" -n 24 >"$work/gate.log" 2>&1
-  note "gate, $([ "$b" = "$old" ] && echo "config 0" || echo default): $(grep -E '^(PASS|FAIL|DIVERGED)|rror' "$work/gate.log" | tail -1)"
-done
-old_new_bits "$work/q3" "" "$(seq -s, 3 7 283)"
+gate_and_bits
 
 stamp "waiting for the checkpoint"
 while ! grep -q "checkpoint ready" "$cvl_log" 2>/dev/null && kill -0 "$cvl" 2>/dev/null; do sleep 2; done
