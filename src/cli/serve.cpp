@@ -171,6 +171,11 @@ const Command kServe("serve", "OpenAI-compatible HTTP server with continuous bat
                  "KV blocks kept free when admitting a request beside running ones, for their "
                  "growth (default -1: one per running sequence); never changes output")
       ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
+  app.add_option("--spec-max-batch", f->engine.spec_max_batch,
+                 "Speculation per step: a step in which more sequences decode than N runs them "
+                 "without drafts, where verify rows cost more than they save (default 0: drafts "
+                 "at any batch size); never changes output")
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--api-key", f->server.api_key, "Require Authorization: Bearer KEY (all but /health)");
   app.add_option("--alias", f->alias, "Model name in responses and /v1/models (default: the directory name)");
   app.add_option("--http-threads", f->server.http_threads,

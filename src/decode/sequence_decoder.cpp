@@ -88,18 +88,18 @@ int64_t SequenceDecoder::prefill_chunk_tokens(int64_t budget) const {
   return chunk > 0 ? std::min(chunk, rest) : rest;
 }
 
-int SequenceDecoder::draft_tokens() const {
-  if (!options_.drafter) return 0;
+int SequenceDecoder::draft_tokens(bool drafts) const {
+  if (!options_.drafter || !drafts) return 0;
   // The decoder never runs a token past max_tokens: drafts are cut to the room left.
   const int64_t room = options_.max_tokens - static_cast<int64_t>(result_.tokens.size()) - 1;
   return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(options_.draft_width, room)));
 }
 
-int64_t SequenceDecoder::next_item_tokens(int64_t budget) const {
-  return prefilling() ? prefill_chunk_tokens(budget) : 1 + draft_tokens();
+int64_t SequenceDecoder::next_item_tokens(int64_t budget, bool drafts) const {
+  return prefilling() ? prefill_chunk_tokens(budget) : 1 + draft_tokens(drafts);
 }
 
-ForwardItem SequenceDecoder::next_item(int64_t budget) {
+ForwardItem SequenceDecoder::next_item(int64_t budget, bool drafts) {
   LOCKSTEP_CHECK(!finished_, "next_item on a finished decoder");
   ForwardItem item;
   item.seq = seq_.get();
@@ -117,8 +117,8 @@ ForwardItem SequenceDecoder::next_item(int64_t budget) {
   } else {
     // The last chosen token (not yet run) and the drafts that may follow it.
     block_.assign(1, history_.back());
-    if (options_.drafter) {
-      const int k = draft_tokens();
+    if (options_.drafter && drafts) {
+      const int k = draft_tokens(true);
       const int64_t V = model_.config().vocab_size;
       if (k > 0)
         for (int32_t d : options_.drafter->propose(history_, static_cast<int64_t>(prompt_len_), k))

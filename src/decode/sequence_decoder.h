@@ -32,11 +32,13 @@ class SequenceDecoder {
   bool refilling() const { return prefilling() && !result_.tokens.empty(); }
 
   // The next forward's item for this sequence. `budget` caps a prefill chunk (0: the decoder's
-  // own prefill_chunk, or the whole prompt). The item's tokens stay valid until consume().
-  ForwardItem next_item(int64_t budget = 0);
-  // The most tokens next_item(budget) can hold (drafters may propose fewer, constraints cut
-  // more), with no side effect: what the scheduler grows the KV cache by before the step.
-  int64_t next_item_tokens(int64_t budget = 0) const;
+  // own prefill_chunk, or the whole prompt); `drafts` false runs a decode step without drafts
+  // (the scheduler's per-step speculation; drafters catch up at their next round). The item's
+  // tokens stay valid until consume().
+  ForwardItem next_item(int64_t budget = 0, bool drafts = true);
+  // The most tokens next_item(budget, drafts) can hold (drafters may propose fewer, constraints
+  // cut more), with no side effect: what the scheduler grows the KV cache by before the step.
+  int64_t next_item_tokens(int64_t budget = 0, bool drafts = true) const;
   // Processes this sequence's rows of a forward result (item index `index` in that forward).
   void consume(const ForwardResult& out, size_t index);
   // Stops with finish_reason "cancelled" (frees nothing by itself; the owner drops the decoder).
@@ -73,7 +75,7 @@ class SequenceDecoder {
   // Tokens of the next prefill chunk for `budget` (see next_item), and of the next verify block
   // at most.
   int64_t prefill_chunk_tokens(int64_t budget) const;
-  int draft_tokens() const;
+  int draft_tokens(bool drafts) const;
   // Checks a state handed to the constructor or resume() and starts prefilling after it.
   void adopt(std::unique_ptr<SequenceState> state);
 

@@ -32,6 +32,11 @@ struct EngineOptions {
   // KV blocks kept free when admitting a request beside running ones, for their growth; -1: one
   // per running sequence (each can then open its next block before anyone is preempted).
   int64_t kv_reserve_blocks = -1;
+  // Speculation decided per step: a step in which more sequences decode than this runs them
+  // without drafts (their last token alone), since a verify block costs each sequence 1 + k rows
+  // and a full batch pays for them in compute. 0: drafts at any batch size. Tokens do not change
+  // either way (speculation never changes them).
+  int spec_max_batch = 0;
 };
 
 // The context rule, stated once: a request fits when its prompt and max_tokens together are at most

@@ -79,6 +79,8 @@ struct EngineMetrics {
   uint64_t prompt_tokens = 0, generated_tokens = 0, forward_calls = 0, batch_rows_total = 0;
   uint64_t drafted = 0, accepted = 0, prefix_cache_hits = 0, prefix_tokens_reused = 0;
   uint64_t preemptions = 0;  // running sequences whose KV was freed to let others grow
+  // Steps run without drafts because more sequences decoded than EngineOptions::spec_max_batch.
+  uint64_t spec_paused_steps = 0;
   // Requests not running yet: waiting in the queue, or taken by the engine and waiting for KV
   // memory. The engine writes the second part, metrics() adds the first.
   size_t queue_depth = 0, running = 0;

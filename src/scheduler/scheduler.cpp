@@ -166,7 +166,17 @@ void Scheduler::start(Job& job, std::unique_ptr<SequenceState> state) {
   queue_.update([&](EngineMetrics& m) { m.prompt_tokens += r.prompt.size(); });
 }
 
-std::vector<int64_t> Scheduler::plan() const {
+bool Scheduler::step_drafts() const {
+  if (options_.spec_max_batch <= 0) return true;
+  int decoding = 0;
+  for (const auto& job : running_) {
+    const SequenceDecoder& d = *job->decoder;
+    decoding += !d.finished() && !job->stream->cancelled() && !d.prefilling();
+  }
+  return decoding <= options_.spec_max_batch;
+}
+
+std::vector<int64_t> Scheduler::plan(bool drafts) const {
   // The same passes as build_step: decode and verify blocks first, then prefill chunks while the
   // step's token budget lasts (counted here with full verify blocks, an upper bound).
   std::vector<int64_t> tokens(running_.size(), 0);
@@ -177,7 +187,7 @@ std::vector<int64_t> Scheduler::plan() const {
       if (d.finished() || running_[i]->stream->cancelled()) continue;
       if ((pass == 0) == d.prefilling()) continue;
       if (pass == 1 && budget <= 0) break;
-      tokens[i] = d.next_item_tokens(pass == 1 ? std::min(options_.prefill_chunk, budget) : 0);
+      tokens[i] = d.next_item_tokens(pass == 1 ? std::min(options_.prefill_chunk, budget) : 0, drafts);
       budget -= tokens[i];
     }
   return tokens;
@@ -208,7 +218,9 @@ std::vector<ForwardItem> Scheduler::build_step() {
   for (auto& job : running_) job->forward_index = -1;
   // Growth: the pool must supply every block the step writes before the forward starts.
   for (;;) {
-    plan_ = plan();
+    // (Preemption below can bring the decoding sequences under the limit: decided each time.)
+    drafts_ = step_drafts();
+    plan_ = plan(drafts_);
     int64_t need = 0;
     for (size_t i = 0; i < running_.size(); ++i) need += growth(*running_[i], plan_[i]);
     if (make_free(need)) break;
@@ -224,6 +236,7 @@ std::vector<ForwardItem> Scheduler::build_step() {
     job.errored = true;
     return {};
   }
+  if (!drafts_) queue_.update([](EngineMetrics& m) { ++m.spec_paused_steps; });
   std::vector<ForwardItem> items;
   for (int pass = 0; pass < 2; ++pass)
     for (size_t i = 0; i < running_.size(); ++i) {
@@ -231,7 +244,7 @@ std::vector<ForwardItem> Scheduler::build_step() {
       if (plan_[i] == 0 || (pass == 0) == job.decoder->prefilling()) continue;
       job.was_prefilling = job.decoder->prefilling();
       job.forward_index = static_cast<int64_t>(items.size());
-      items.push_back(job.decoder->next_item(pass == 1 ? plan_[i] : 0));
+      items.push_back(job.decoder->next_item(pass == 1 ? plan_[i] : 0, drafts_));
     }
   return items;
 }

@@ -63,8 +63,12 @@ class Scheduler {
   // Frees blocks until `blocks` are free (evicting cached ones); false when it cannot.
   bool make_free(int64_t blocks);
   int64_t reserve_blocks() const;
-  // Per running job, the tokens its next item writes at most (0: none this step).
-  std::vector<int64_t> plan() const;
+  // Per running job, the tokens its next item writes at most (0: none this step), with drafts
+  // or without (step_drafts).
+  std::vector<int64_t> plan(bool drafts) const;
+  // Whether this step's decoding sequences draft: not when more of them decode than
+  // EngineOptions::spec_max_batch.
+  bool step_drafts() const;
   int64_t growth(const Job& job, int64_t tokens) const;
   // Takes the most recently admitted running job's memory and puts it first in line.
   void preempt_newest();
@@ -79,6 +83,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Job>> waiting_;
   std::vector<std::unique_ptr<Job>> running_;  // in admission order
   std::vector<int64_t> plan_;                  // the current step's, per running job
+  bool drafts_ = true;                         // the current step's step_drafts()
 };
 
 }  // namespace lockstep

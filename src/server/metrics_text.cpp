@@ -53,6 +53,7 @@ std::string metrics_text(const EngineMetrics& m, const HttpStats& h) {
   metric(out, "kv_block_tokens", "gauge", "Tokens per KV block.", double(m.kv_block_tokens));
   metric(out, "prefix_cache_hits_total", "counter", "Admissions (a request's first, or its return after a preemption) that reused cached KV.", double(m.prefix_cache_hits));
   metric(out, "preemptions_total", "counter", "Running sequences preempted (KV freed, recomputed later) so that others could grow.", double(m.preemptions));
+  metric(out, "spec_paused_steps_total", "counter", "Steps run without drafts because more sequences decoded than --spec-max-batch.", double(m.spec_paused_steps));
   metric(out, "prefix_tokens_reused_total", "counter", "Prompt tokens not prefilled thanks to the prefix cache.", double(m.prefix_tokens_reused));
   step_metrics(out, m);
   metric(out, "http_completions_total", "counter", "Accepted POST /v1/completions requests.", double(h.completions.load()));

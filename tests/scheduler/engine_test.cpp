@@ -103,6 +103,56 @@ TEST(Engine, ConcurrentRequestsEqualGenerateAlone) {
   EXPECT_GT(m.prefix_cache_hits, 0u);
   EXPECT_GT(m.forward_calls, 0u);
   EXPECT_GT(m.batch_rows_total, m.forward_calls) << "requests never shared a forward";
+  EXPECT_EQ(m.spec_paused_steps, 0u) << "spec_max_batch 0 withholds no drafts";
+}
+
+// Speculation decided per step: while more than spec_max_batch sequences decode, steps run
+// without drafts; once fewer remain, drafting resumes (the draft model and the MTP head catch up
+// on the tokens they missed). The tokens are generate()'s alone either way.
+TEST(Engine, StepsPastSpecMaxBatchRunWithoutDraftsAndKeepTokens) {
+  ModelOptions mo;
+  mo.kv_capacity_tokens = 8192;
+  auto target = load_model(kTarget, mo);
+  auto draft = load_model(kDraft, mo);
+  auto ref_target = load_model(kTarget, mo);
+  auto ref_draft = load_model(kDraft, mo);
+
+  std::mt19937 rng(23);
+  const std::string specs[] = {"lookup", "draft", "mtp"};
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> p;
+    const int len = 5 + static_cast<int>(rng() % 20);
+    for (int k = 0; k < len; ++k) p.push_back(static_cast<int32_t>(3 + rng() % 8000));
+    // Lengths from 8 to 48 tokens: the longest decode on alone at the end, with drafts again.
+    reqs.push_back(make_request(p, 8 + 8 * i, i % 2 ? 0.8f : 0.0f, 300 + i, specs[i % 3]));
+  }
+  std::vector<GenerateResult> want;
+  for (const auto& r : reqs) want.push_back(alone(*ref_target, *ref_draft, r));
+
+  // The six requests at once under a limit; the engine's metrics after they finished.
+  auto serve = [&](int spec_max_batch) {
+    EngineOptions eo;
+    eo.parallel = 6;
+    eo.prefill_chunk = 16;
+    eo.max_step_tokens = 64;
+    eo.spec_max_batch = spec_max_batch;
+    Engine engine(*target, eo, draft.get());
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& r : reqs) streams.push_back(engine.submit(r));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      StreamEvent fin;
+      EXPECT_EQ(collect(*streams[i], &fin), want[i].tokens)
+          << "request " << i << " spec " << reqs[i].spec << ", spec_max_batch " << spec_max_batch;
+      EXPECT_EQ(fin.finish_reason, want[i].finish_reason) << "request " << i;
+    }
+    return engine.metrics();
+  };
+  const EngineMetrics limited = serve(2), unlimited = serve(0);
+  EXPECT_GT(limited.spec_paused_steps, 0u) << "six sequences decoded together, over the limit of 2";
+  EXPECT_EQ(unlimited.spec_paused_steps, 0u);
+  EXPECT_GT(limited.drafted, 0u) << "drafting never resumed once two or fewer sequences decoded";
+  EXPECT_LT(limited.drafted, unlimited.drafted) << "the limit withheld no drafts";
 }
 
 // A request extending a finished one starts from its cached blocks, shared, not copied: in a pool

@@ -146,6 +146,7 @@ for (let i = 0; i < 100 && !(g("running") === 0 && g("kv_blocks_used") === 0); +
 }
 const cancelledBefore = g("requests_cancelled_total");
 check(g("running") === 0 && g("kv_blocks_used") === 0, `idle before disconnect: running ${g("running")}, KV ${g("kv_blocks_used")}`);
+check(g("spec_paused_steps_total") === 0, `spec_paused_steps_total ${g("spec_paused_steps_total")} without --spec-max-batch`);
 const abort = new AbortController();
 const stream = await client.completions.create({ ...slow, max_tokens: 3000, stream: true }, { signal: abort.signal });
 let chunks = 0;
