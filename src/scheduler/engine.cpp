@@ -75,7 +75,11 @@ void Engine::drain() {
 void Engine::loop() {
   Scheduler scheduler(model_, draft_, assistant_, options_, queue_);
   StepProfile profile(queue_);
+  // Readers are scheduled off this thread (stream_waker.h); it outlives every emit below.
+  StreamWaker waker;
+  queue_.set_waker(&waker);
   for (;;) {
+    waker.flush();  // events of a turn that ran no step (admission errors), before pop() waits
     if (stop_) break;
     profile.start_step();
     // Admission, first come first served: a request that does not fit blocks those behind it.
@@ -104,6 +108,7 @@ void Engine::loop() {
         const ForwardResult out = model_.forward(items);
         profile.phase(StepPhase::Consume);
         scheduler.consume(out);
+        waker.flush();  // the step's tokens: their readers run beside what follows
       } catch (const std::exception& ex) {
         scheduler.fail_step(ex.what());
       }
@@ -116,6 +121,7 @@ void Engine::loop() {
     // Retire finished and cancelled sequences; their memory returns to the pool (or the cache).
     profile.phase(StepPhase::Retire);
     scheduler.retire();
+    waker.flush();  // finishes (and the tokens of a step that failed)
     scheduler.publish_gauges();
     profile.end_step(items);
   }
@@ -127,6 +133,7 @@ void Engine::loop() {
     e.finish_reason = "cancelled";
     queue_.emit(*p.stream, std::move(e));
   }
+  queue_.set_waker(nullptr);  // the waker runs what it holds as it goes
 }
 
 }  // namespace lockstep

@@ -98,7 +98,9 @@ void RequestQueue::emit(RequestStream& stream, StreamEvent event) {
     wake = stream.wake_;
   }
   stream.cv_.notify_all();
-  if (wake) wake();
+  if (!wake) return;
+  if (waker_) waker_->add(&stream, std::move(wake));
+  else wake();
 }
 
 void RequestQueue::stop_accepting() {

@@ -18,6 +18,7 @@
 
 #include "decode/generate.h"
 #include "scheduler/step_profile.h"
+#include "scheduler/stream_waker.h"
 
 namespace lockstep {
 
@@ -57,8 +58,9 @@ class RequestStream {
   // Waits up to `timeout` for the next event; false on timeout.
   bool next(StreamEvent& event, std::chrono::milliseconds timeout);
   // For asynchronous readers (the HTTP server, which keeps no thread per request): `wake` is
-  // called on the engine thread after every event, and at once when events are already waiting.
-  // It must only schedule work (post to an executor), never read the stream itself.
+  // called after every event (on the engine's StreamWaker thread, or on the emitting thread when
+  // the queue has no waker), and at once when events are already waiting. It must only schedule
+  // work (post to an executor), never read the stream itself.
   void on_event(std::function<void()> wake);
   // The client is gone: the engine drops the sequence and frees its memory at its next step.
   void cancel();
@@ -112,8 +114,11 @@ class RequestQueue {
   std::vector<Pending> pop(size_t max, bool wait, std::chrono::milliseconds timeout);
   // Total time pop() spent waiting (EngineMetrics::idle_seconds).
   double waited_seconds() const;
-  // A Finish event ends the request: the queue stops counting it against its capacity.
+  // A Finish event ends the request: the queue stops counting it against its capacity. The
+  // stream's wake runs through the waker when one is set (at its next flush), else here.
   void emit(RequestStream& stream, StreamEvent event);
+  // Engine thread, like emit: the waker that runs emitted events' wakes (null: none, inline).
+  void set_waker(StreamWaker* waker) { waker_ = waker; }
   void stop_accepting();
   bool accepting() const;
   bool empty() const;
@@ -129,6 +134,7 @@ class RequestQueue {
   bool accepting_ = true;
   double waited_seconds_ = 0;
   EngineMetrics metrics_;
+  StreamWaker* waker_ = nullptr;  // engine thread only
 };
 
 }  // namespace lockstep
