@@ -121,16 +121,21 @@ int run_serve(ServeFlags& f) {
 
   server::HttpServer http(std::move(ctx));
   const int port = http.bind();
+  const std::string spec_limit =
+      f.engine.spec_max_batch > 0
+          ? " (none past " + std::to_string(f.engine.spec_max_batch) + " decoding)"
+          : "";
   if (!b.chat_template) std::fprintf(stderr, "lockstep: chat disabled: %s\n", b.chat_template_error.c_str());
   std::fprintf(stderr,
                "lockstep: serving %s as \"%s\" (parallel %d, KV %lld tokens, context %lld, step "
-               "tokens %lld, prefill chunk %lld, spec %s%s)\n"
+               "tokens %lld, prefill chunk %lld, spec %s%s%s)\n"
                "lockstep: listening on http://%s:%d\n",
                b.dir.c_str(), http.context().model_name.c_str(), f.engine.parallel,
                static_cast<long long>(kv_tokens), static_cast<long long>(http.context().context_tokens),
                static_cast<long long>(f.engine.max_step_tokens),
                static_cast<long long>(f.engine.prefill_chunk),
-               f.spec.spec.c_str(), f.server.api_key.empty() ? "" : ", API key required",
+               f.spec.spec.c_str(), spec_limit.c_str(),
+               f.server.api_key.empty() ? "" : ", API key required",
                f.server.host.c_str(), port);
   std::thread watcher = watch_stop_signals(http);
   watcher.detach();  // it ends the process itself on a second signal
