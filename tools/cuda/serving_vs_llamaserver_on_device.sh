@@ -70,6 +70,15 @@ fi
 xz -dc "$root/.cuda-carry-qwen3tok/tokenizer.json.xz" >"$ckpt/tokenizer.json"
 cp "$root/.cuda-carry-qwen3tok/tokenizer_config.json" "$ckpt/"
 stamp "GGUF"
+# As many bytes again as the checkpoint: a machine still warm from cuda_vs_llamacpp.sh may hold
+# its 50 GB of checkpoint and GGUF in /tmp/lockstep-cuda.
+rm -f "$gguf"
+need_kb=$(du -sk "$ckpt" | cut -f1)
+free_kb=$(df -Pk "$work" | awk 'NR == 2 {print $4}')
+if [ "$free_kb" -lt $(( need_kb + (1 << 20) )) ]; then
+  note "GGUF: $(( need_kb >> 20 )) GB needed, $(( free_kb >> 20 )) GB free in $work ($(du -sh /tmp/lockstep-cuda 2>/dev/null | cut -f1) in /tmp/lockstep-cuda)"
+  exit 1
+fi
 python3 "$root/tools/bench/safetensors_to_gguf.py" "$ckpt" "$gguf" >"$out/gguf.log" 2>&1 ||
   { note "GGUF failed: $(tail -3 "$out/gguf.log")"; exit 1; }
 
