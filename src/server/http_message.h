@@ -32,8 +32,8 @@ struct HttpResponse {
 };
 
 // A response that waits for engine events (a generation request). The connection registers a wake
-// (called on the engine thread whenever poll may make progress), then calls poll on its own
-// executor until it returns true.
+// (called on the engine's waker thread whenever poll may make progress), then calls poll on its
+// own executor until it returns true.
 class PendingResponse {
  public:
   virtual ~PendingResponse() = default;

@@ -213,7 +213,7 @@ void HttpSession::on_reply(Reply reply) {
   }
   pending_ = std::move(reply.pending);
   std::weak_ptr<HttpSession> weak = shared_from_this();
-  pending_->set_wake([weak] {  // on the engine thread: only schedule
+  pending_->set_wake([weak] {  // on the engine's waker thread (stream_waker.h): only schedule
     auto self = weak.lock();
     if (self && !self->wake_posted_.exchange(true))
       net::post(self->stream_.get_executor(), [self] { self->pump(); });
