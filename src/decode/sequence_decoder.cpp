@@ -88,15 +88,15 @@ int64_t SequenceDecoder::prefill_chunk_tokens(int64_t budget) const {
   return chunk > 0 ? std::min(chunk, rest) : rest;
 }
 
-int SequenceDecoder::draft_tokens(bool drafts) const {
-  if (!options_.drafter || !drafts) return 0;
+int SequenceDecoder::draft_tokens() const {
+  if (!options_.drafter) return 0;
   // The decoder never runs a token past max_tokens: drafts are cut to the room left.
   const int64_t room = options_.max_tokens - static_cast<int64_t>(result_.tokens.size()) - 1;
   return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(options_.draft_width, room)));
 }
 
 int64_t SequenceDecoder::next_item_tokens(int64_t budget, bool drafts) const {
-  return prefilling() ? prefill_chunk_tokens(budget) : 1 + draft_tokens(drafts);
+  return prefilling() ? prefill_chunk_tokens(budget) : 1 + (drafts ? draft_tokens() : 0);
 }
 
 ForwardItem SequenceDecoder::next_item(int64_t budget, bool drafts) {
@@ -118,7 +118,7 @@ ForwardItem SequenceDecoder::next_item(int64_t budget, bool drafts) {
     // The last chosen token (not yet run) and the drafts that may follow it.
     block_.assign(1, history_.back());
     if (options_.drafter && drafts) {
-      const int k = draft_tokens(true);
+      const int k = draft_tokens();
       const int64_t V = model_.config().vocab_size;
       if (k > 0)
         for (int32_t d : options_.drafter->propose(history_, static_cast<int64_t>(prompt_len_), k))

@@ -75,7 +75,7 @@ class SequenceDecoder {
   // Tokens of the next prefill chunk for `budget` (see next_item), and of the next verify block
   // at most.
   int64_t prefill_chunk_tokens(int64_t budget) const;
-  int draft_tokens(bool drafts) const;
+  int draft_tokens() const;
   // Checks a state handed to the constructor or resume() and starts prefilling after it.
   void adopt(std::unique_ptr<SequenceState> state);
 

@@ -51,18 +51,27 @@ GenerateResult alone(Model& target, Model& draft, const EngineRequest& r) {
   return generate(target, r.prompt, o);
 }
 
+// The target and draft the engine serves, and a second pair for generate() alone (its own KV
+// pools, so nothing the engine caches can reach the reference).
+struct GateModels {
+  GateModels() {
+    ModelOptions mo;
+    mo.kv_capacity_tokens = 8192;
+    target = load_model(kTarget, mo);
+    draft = load_model(kDraft, mo);
+    ref_target = load_model(kTarget, mo);
+    ref_draft = load_model(kDraft, mo);
+  }
+  std::unique_ptr<Model> target, draft, ref_target, ref_draft;
+};
+
 TEST(Engine, ConcurrentRequestsEqualGenerateAlone) {
-  ModelOptions mo;
-  mo.kv_capacity_tokens = 8192;
-  auto target = load_model(kTarget, mo);
-  auto draft = load_model(kDraft, mo);
-  auto ref_target = load_model(kTarget, mo);
-  auto ref_draft = load_model(kDraft, mo);
+  const GateModels models;
   EngineOptions eo;
   eo.parallel = 6;
   eo.prefill_chunk = 7;
   eo.max_step_tokens = 40;
-  Engine engine(*target, eo, draft.get());
+  Engine engine(*models.target, eo, models.draft.get());
 
   std::mt19937 rng(11);
   const std::vector<int32_t> shared = [&] {
@@ -84,7 +93,7 @@ TEST(Engine, ConcurrentRequestsEqualGenerateAlone) {
   for (size_t i = 0; i < reqs.size(); ++i) {
     StreamEvent fin;
     const auto got = collect(*streams[i], &fin);
-    const auto want = alone(*ref_target, *ref_draft, reqs[i]);
+    const auto want = alone(*models.ref_target, *models.ref_draft, reqs[i]);
     EXPECT_EQ(got, want.tokens) << "request " << i << " spec " << reqs[i].spec;
     EXPECT_EQ(fin.finish_reason, want.finish_reason) << "request " << i;
   }
@@ -98,7 +107,7 @@ TEST(Engine, ConcurrentRequestsEqualGenerateAlone) {
     wave2.push_back(engine.submit(reqs2.back()));
   }
   for (size_t i = 0; i < reqs2.size(); ++i)
-    EXPECT_EQ(collect(*wave2[i], nullptr), alone(*ref_target, *ref_draft, reqs2[i]).tokens);
+    EXPECT_EQ(collect(*wave2[i], nullptr), alone(*models.ref_target, *models.ref_draft, reqs2[i]).tokens);
   const EngineMetrics m = engine.metrics();
   EXPECT_GT(m.prefix_cache_hits, 0u);
   EXPECT_GT(m.forward_calls, 0u);
@@ -110,12 +119,7 @@ TEST(Engine, ConcurrentRequestsEqualGenerateAlone) {
 // without drafts; once fewer remain, drafting resumes (the draft model and the MTP head catch up
 // on the tokens they missed). The tokens are generate()'s alone either way.
 TEST(Engine, StepsPastSpecMaxBatchRunWithoutDraftsAndKeepTokens) {
-  ModelOptions mo;
-  mo.kv_capacity_tokens = 8192;
-  auto target = load_model(kTarget, mo);
-  auto draft = load_model(kDraft, mo);
-  auto ref_target = load_model(kTarget, mo);
-  auto ref_draft = load_model(kDraft, mo);
+  const GateModels models;
 
   std::mt19937 rng(23);
   const std::string specs[] = {"lookup", "draft", "mtp"};
@@ -128,7 +132,7 @@ TEST(Engine, StepsPastSpecMaxBatchRunWithoutDraftsAndKeepTokens) {
     reqs.push_back(make_request(p, 8 + 8 * i, i % 2 ? 0.8f : 0.0f, 300 + i, specs[i % 3]));
   }
   std::vector<GenerateResult> want;
-  for (const auto& r : reqs) want.push_back(alone(*ref_target, *ref_draft, r));
+  for (const auto& r : reqs) want.push_back(alone(*models.ref_target, *models.ref_draft, r));
 
   // The six requests at once under a limit; the engine's metrics after they finished.
   auto serve = [&](int spec_max_batch) {
@@ -137,7 +141,7 @@ TEST(Engine, StepsPastSpecMaxBatchRunWithoutDraftsAndKeepTokens) {
     eo.prefill_chunk = 16;
     eo.max_step_tokens = 64;
     eo.spec_max_batch = spec_max_batch;
-    Engine engine(*target, eo, draft.get());
+    Engine engine(*models.target, eo, models.draft.get());
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (const auto& r : reqs) streams.push_back(engine.submit(r));
     for (size_t i = 0; i < reqs.size(); ++i) {

@@ -2,8 +2,8 @@
 # Sets root (the repo root, also the working directory), out ($OUT or cuda-logs/, created), the
 # packed engine ($carry, $bin, LOCKSTEP_CUBLAS_DIR: engine_env.sh), summary ($out/$summary_name,
 # default summary.txt, emptied), note (prints a line and appends it to the summary), stamp
-# (prints a line with the seconds since the script began), op_tests, old_engine and old_new_bits
-# (below).
+# (prints a line with the seconds since the script began), op_tests, old_engine, old_new_bits
+# and wait_health (below).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 out="${OUT:-$root/cuda-logs}"
@@ -59,4 +59,14 @@ old_new_bits() {
   # md5 of nothing: score printed no hashes
   if grep -q d41d8cd98f00b204e9800998ecf8427e "$out/oldnew.txt"; then lines=0; fi
   note "old vs new $(basename "$m")${q:+ ($q)}: $([ "$lines" = 2 ] && echo identical || echo "DIFFER or empty") ($(tail -1 "$out/oldnew.txt" | cut -c1-60)...)"
+}
+# wait_health URL PID: until URL/health answers 200 (true), the server process PID exits or
+# 180 s pass (false); for the serving scripts' lockstep serve and llama-server.
+wait_health() {
+  for _ in $(seq 1 360); do
+    curl -sf "$1/health" >/dev/null 2>&1 && return 0
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.5
+  done
+  return 1
 }

@@ -10,7 +10,7 @@
 #   env: BATCHES="64 256" (bench --batch sizes), LEVELS_LONG=1,64,256, LEVELS_SHORT=64,256,
 #        SECONDS_PER_LEVEL=15, SERVE_FLAGS (extra serve flags), NUMERICS="exact fast"
 set -uo pipefail
-. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp, wait_health
 work=/tmp/lockstep-serve
 ckpt="$work/qwen3-8b"
 mkdir -p "$work"
@@ -38,21 +38,12 @@ for numerics in ${NUMERICS:-exact fast}; do
   done
 done
 
-wait_health() {
-  for _ in $(seq 1 240); do
-    curl -sf "$url/health" >/dev/null 2>&1 && return 0
-    kill -0 "$1" 2>/dev/null || return 1
-    sleep 0.5
-  done
-  return 1
-}
-
 for numerics in ${NUMERICS:-exact fast}; do
   stamp "serve ($numerics)"
   "$bin" serve -m "$ckpt" --device cuda --numerics "$numerics" --port "$port" --parallel 256 \
     --max-queue 2048 --ctx-size 300000 ${SERVE_FLAGS:-} >"$out/serve_$numerics.log" 2>&1 &
   pid=$!
-  if ! wait_health "$pid"; then
+  if ! wait_health "$url" "$pid"; then
     echo "serve ($numerics) did not come up: $(tail -3 "$out/serve_$numerics.log")"
     kill "$pid" 2>/dev/null
     continue

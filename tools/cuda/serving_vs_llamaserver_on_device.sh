@@ -24,7 +24,7 @@
 #      DEVICE=cpu LIKE=qwen3-0.6b LAYERS=2 LLAMA_SERVER=path/to/llama-server LEVELS=2,4 IN=64
 #      OUT_LEN=8 (LLAMA_SERVER: that binary, nothing built; LIKE, LAYERS: make-random's preset).
 set -uo pipefail
-. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp
+. "$(dirname "$0")/device_script.sh"  # root, out, $bin, summary, note, stamp, wait_health
 work=/tmp/lockstep-serve
 like="${LIKE:-qwen3-8b}"
 dev="${DEVICE:-cuda}"
@@ -82,14 +82,6 @@ fi
 python3 "$root/tools/bench/safetensors_to_gguf.py" "$ckpt" "$gguf" >"$out/gguf.log" 2>&1 ||
   { note "GGUF failed: $(tail -3 "$out/gguf.log")"; exit 1; }
 
-wait_health() {  # URL PID: until URL/health answers 200, the process dies, or 180 s pass
-  for _ in $(seq 1 360); do
-    curl -sf "$1/health" >/dev/null 2>&1 && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.5
-  done
-  return 1
-}
 # drive NAME URL [bench-serve flags]: the sweep into $out/NAME.json (progress in NAME.log)
 drive() {
   local name="$1" url="$2"; shift 2
