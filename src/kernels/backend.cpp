@@ -26,14 +26,16 @@ void Backend::moe_route(const float*, int64_t, int64_t, int64_t, bool, const flo
                         float*) {
   fail(describe(), ": moe_route is not implemented on this backend (it routes on the host)");
 }
-void Backend::moe_group(const int32_t*, int64_t, int64_t, int64_t, int32_t*, int32_t*, int32_t*) {
+void Backend::moe_group(const int32_t*, int64_t, int64_t, int64_t, bool, int32_t*, int32_t*,
+                        int32_t*) {
   fail(describe(), ": moe_group is not implemented on this backend (it groups on the host)");
 }
 void Backend::moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k,
-                              bool normalize, const float* expert_scale, int32_t* experts,
-                              float* weights, int32_t* source, int32_t* slot, int32_t* groups) {
+                              bool normalize, const float* expert_scale, bool shared,
+                              int32_t* experts, float* weights, int32_t* source, int32_t* slot,
+                              int32_t* groups) {
   moe_route(logits, T, E, k, normalize, expert_scale, experts, weights);
-  moe_group(experts, T, k, E, source, slot, groups);
+  moe_group(experts, T, k, E, shared, source, slot, groups);
 }
 void Backend::linear_experts(std::span<const Weight* const>, int64_t, const float*,
                              const int32_t*, std::span<float* const>, const int32_t*, int64_t,

@@ -127,9 +127,10 @@ struct AttentionPrep {
 // model with such layers records steps of at most this many tokens (models/moe_layer.h:
 // feed_forward_record_limit), since a larger call routes on the host.
 inline constexpr int64_t kMoeDeviceMaxTokens = 64;
-// Ints in Backend::moe_group's groups table for T tokens of k experts among E.
-inline int64_t moe_groups_size(int64_t T, int64_t k, int64_t E) {
-  return 1 + 3 * (E < T * k ? E : T * k);
+// Ints in Backend::moe_group's groups table for T tokens of k experts among E (and the shared
+// expert's group when `shared`).
+inline int64_t moe_groups_size(int64_t T, int64_t k, int64_t E, bool shared = false) {
+  return 1 + 3 * ((E < T * k ? E : T * k) + (shared ? 1 : 0));
 }
 
 class Backend {
@@ -276,14 +277,17 @@ class Backend {
   virtual void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
                          const float* expert_scale, int32_t* experts, float* weights);
   // The host's group_by_expert on the device: source [T * k] (grouped row -> token), slot
-  // [T * k] (assignment t * k + j -> grouped row), groups [moe_groups_size(T, k, E)]: [0] = the
-  // active experts, then (expert, first grouped row, rows) for each, in expert order.
-  virtual void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E,
+  // [T * k] (assignment t * k + j -> grouped row), groups [moe_groups_size(T, k, E, shared)]:
+  // [0] = the active experts, then (expert, first grouped row, rows) for each, in expert order.
+  // shared: the table ends with (E, T k, T), a shared expert over every token, its grouped row
+  // T k + t being token t (source [T k + T]), so it runs in the routed experts' launches.
+  virtual void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, bool shared,
                          int32_t* source, int32_t* slot, int32_t* groups);
   // moe_route then moe_group (the default: the two calls); a backend may do both in one launch.
   virtual void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k,
-                               bool normalize, const float* expert_scale, int32_t* experts,
-                               float* weights, int32_t* source, int32_t* slot, int32_t* groups);
+                               bool normalize, const float* expert_scale, bool shared,
+                               int32_t* experts, float* weights, int32_t* source, int32_t* slot,
+                               int32_t* groups);
   // For each active expert e of `groups` and p < P: rows [first, first + rows) of y[p] ([n][N])
   // = those rows of x ([n][K]) times w[e * P + p], bitwise linear() of those rows alone. With
   // x_rows ([n]: moe_group's source), grouped row i of x is x's row x_rows[i] (x then [T][K], the

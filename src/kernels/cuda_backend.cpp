@@ -516,7 +516,8 @@ class CudaBackend final : public Backend {
     if (!moe_device_enabled_ || w.empty()) return false;
     for (const Weight* x : w)
       if (!cuda::linear_experts_supported(*x) || x->rows != w[0]->rows || x->cols != w[0]->cols ||
-          x->quant != w[0]->quant || x->bits != w[0]->bits)
+          x->quant != w[0]->quant || x->bits != w[0]->bits || x->dtype != w[0]->dtype ||
+          x->group_size != w[0]->group_size || x->scale_dtype != w[0]->scale_dtype)
         return false;
     return true;
   }
@@ -528,21 +529,24 @@ class CudaBackend final : public Backend {
     OpScope t(prof_.get(), "moe_route");
     cuda::moe_route(logits, T, E, k, normalize, expert_scale, experts, weights);
   }
-  void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t* source,
-                 int32_t* slot, int32_t* groups) override {
-    if (skip(Trace() << 41 << experts << T << k << E << source << slot << groups)) return;
+  void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, bool shared,
+                 int32_t* source, int32_t* slot, int32_t* groups) override {
+    if (skip(Trace() << 41 << experts << T << k << E << static_cast<int64_t>(shared) << source
+                     << slot << groups))
+      return;
     OpScope t(prof_.get(), "moe_group");
-    cuda::moe_group(experts, T, k, E, source, slot, groups);
+    cuda::moe_group(experts, T, k, E, source, slot, groups, shared);
   }
   void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
-                       const float* expert_scale, int32_t* experts, float* weights,
+                       const float* expert_scale, bool shared, int32_t* experts, float* weights,
                        int32_t* source, int32_t* slot, int32_t* groups) override {
     if (skip(Trace() << 43 << logits << T << E << k << static_cast<int64_t>(normalize)
-                     << expert_scale << experts << weights << source << slot << groups))
+                     << expert_scale << static_cast<int64_t>(shared) << experts << weights
+                     << source << slot << groups))
       return;
     OpScope t(prof_.get(), "moe_route_group");
     cuda::moe_route_group(logits, T, E, k, normalize, expert_scale, experts, weights, source,
-                          slot, groups);
+                          slot, groups, shared);
   }
   void linear_experts(std::span<const Weight* const> w, int64_t P, const float* x,
                       const int32_t* x_rows, std::span<float* const> y, const int32_t* groups,

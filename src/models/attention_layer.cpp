@@ -12,7 +12,6 @@ kernels::Floats optional_vector(const Checkpoint& ckpt, const std::string& name,
   if (!required && !ckpt.has(name)) return {};
   return be.upload(vector_f32(ckpt, name, n));
 }
-const float* data_or_null(const kernels::Floats& v) { return v.empty() ? nullptr : v.data(); }
 }  // namespace
 
 AttentionWeights load_attention(const Checkpoint& ckpt, const ModelConfig& c,
@@ -106,9 +105,15 @@ void mlp_forward(const MlpWeights& w, const float* h, int64_t T, float* out, ker
   const kernels::LinearOut gate_up[] = {{&w.gate, data_or_null(w.gate_bias), g.data()},
                                          {&w.up, data_or_null(w.up_bias), u.data()}};
   be.linear_multi(h, T, gate_up);
-  if (w.gelu_tanh) be.gelu_tanh_mul(g.data(), u.data(), g.data(), T * I);
-  else be.silu_mul(g.data(), u.data(), g.data(), T * I);
-  be.linear(g.data(), T, w.down, data_or_null(w.down_bias), out);
+  mlp_down(w, g.data(), u.data(), T, out, be);
+}
+
+void mlp_down(const MlpWeights& w, float* g, const float* u, int64_t T, float* out,
+              kernels::Backend& be) {
+  const int64_t I = w.gate.rows;
+  if (w.gelu_tanh) be.gelu_tanh_mul(g, u, g, T * I);
+  else be.silu_mul(g, u, g, T * I);
+  be.linear(g, T, w.down, data_or_null(w.down_bias), out);
 }
 
 }  // namespace lockstep

@@ -51,6 +51,9 @@ void attention_forward(const AttentionWeights& w, const ModelConfig& c, const fl
                        const BatchRows& rows, KvPool& pool, int64_t kv_layer, float* out,
                        kernels::Backend& be, const AttentionOptions& options = {});
 
+// An optional vector's data, or null when absent (a LinearOut's bias).
+inline const float* data_or_null(const kernels::Floats& v) { return v.empty() ? nullptr : v.data(); }
+
 struct MlpWeights {
   kernels::Weight gate, up, down;
   kernels::Floats gate_bias, up_bias, down_bias;
@@ -63,5 +66,9 @@ MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::str
 // out[T][hidden] = down(act(gate(h)) * up(h)); act is silu, or gelu_tanh when
 // c.hidden_activation (at load) says gelu_pytorch_tanh.
 void mlp_forward(const MlpWeights& w, const float* h, int64_t T, float* out, kernels::Backend& be);
+// The rest of mlp_forward once gate g[T][I] and up u[T][I] are computed (a caller that runs them
+// in a launch with other weights of the same x): g = act(g) * u, then out = down(g).
+void mlp_down(const MlpWeights& w, float* g, const float* u, int64_t T, float* out,
+              kernels::Backend& be);
 
 }  // namespace lockstep

@@ -57,12 +57,12 @@ std::unique_ptr<MoeWeights> load_moe(const Checkpoint& ckpt, const ModelConfig& 
   m->normalize = c.norm_topk_prob;
   m->router = be.place(matrix(ckpt, p + "gate.weight", E, H));
   m->experts = load_experts(ckpt, c, p, be);
-  m->set = expert_set(m->experts, be);
   if (c.shared_expert_intermediate_size > 0) {
     m->has_shared = true;
     m->shared = load_mlp(ckpt, c, p + "shared_expert.", be, c.shared_expert_intermediate_size);
     m->shared_gate = be.place(matrix(ckpt, p + "shared_expert_gate.weight", 1, H));
   }
+  m->set = expert_set(m->experts, be, m->has_shared ? &m->shared : nullptr);
   return m;
 }
 
@@ -70,19 +70,37 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
                  kernels::Backend& be) {
   const int64_t E = static_cast<int64_t>(m.experts.size()), H = m.router.cols;
   kernels::Floats logits = be.array<float>(T * E);
-  be.linear(h, T, m.router, nullptr, logits.data());
-  // The shared expert and its gate (Qwen3.5, Qwen3-Next) do not depend on the routing.
+  // The shared expert and its gate (Qwen3.5, Qwen3-Next) do not depend on the routing. Where the
+  // grouped launches hold the shared expert, the router and the shared expert's gate are one
+  // linear_multi and the expert runs with the routed ones; otherwise its gate and up projections
+  // join that linear_multi too (each output bitwise its own linear; on the GPU one launch).
+  const bool grouped = m.has_shared && shared_in_groups(m.set, T);
   kernels::Floats shared, shared_gate;  // empty (null data) without one
   if (m.has_shared) {
-    shared = be.array<float>(T * H);
     shared_gate = be.array<float>(T);
-    mlp_forward(m.shared, h, T, shared.data(), be);
-    be.linear(h, T, m.shared_gate, nullptr, shared_gate.data());
+    const kernels::LinearOut router_and_gate[] = {{&m.router, nullptr, logits.data()},
+                                                  {&m.shared_gate, nullptr, shared_gate.data()}};
+    if (grouped) {
+      be.linear_multi(h, T, router_and_gate);
+    } else {
+      const int64_t I = m.shared.gate.rows;
+      shared = be.array<float>(T * H);
+      kernels::Floats g = be.array<float>(T * I), u = be.array<float>(T * I);
+      const kernels::LinearOut outs[] = {
+          router_and_gate[0], router_and_gate[1],
+          {&m.shared.gate, data_or_null(m.shared.gate_bias), g.data()},
+          {&m.shared.up, data_or_null(m.shared.up_bias), u.data()}};
+      be.linear_multi(h, T, outs);
+      mlp_down(m.shared, g.data(), u.data(), T, shared.data(), be);
+    }
+  } else {
+    be.linear(h, T, m.router, nullptr, logits.data());
   }
   const float* const s = shared.data();
   const float* const sg = shared_gate.data();
   if (routes_on_device(m.set, T)) {
-    const DeviceRouting r = route_on_device(logits.data(), T, E, m.top_k, m.normalize, nullptr, be);
+    const DeviceRouting r =
+        route_on_device(logits.data(), T, E, m.top_k, m.normalize, nullptr, be, grouped);
     routed_experts_forward_device(m.set, false, h, r, s, sg, out, be);
     return;
   }
@@ -145,7 +163,8 @@ void routed_experts_forward(std::span<const ExpertWeights> experts, bool gelu_ta
   be.moe_combine(ys.data(), slot.data(), weights.data(), T, k, H, shared, shared_gate, out);
 }
 
-ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Backend& be) {
+ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Backend& be,
+                     const MlpWeights* shared) {
   ExpertSet s;
   for (const ExpertWeights& x : experts) {
     s.gate_up.push_back(&x.gate);
@@ -153,19 +172,40 @@ ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Back
     s.down.push_back(&x.down);
   }
   s.on_device = !experts.empty() && be.moe_on_device(s.gate_up) && be.moe_on_device(s.down);
+  if (s.on_device && shared && !shared->gelu_tanh && shared->gate_bias.empty() &&
+      shared->up_bias.empty() && shared->down_bias.empty()) {
+    ExpertSet with = s;
+    with.gate_up.push_back(&shared->gate);
+    with.gate_up.push_back(&shared->up);
+    with.down.push_back(&shared->down);
+    // moe_on_device: every weight of one shape and format, so the shared expert's size must be the
+    // routed ones' (Qwen3.5-35B-A3B, Qwen3-Next: 512 and 512).
+    if (be.moe_on_device(with.gate_up) && be.moe_on_device(with.down)) {
+      with.holds_shared = true;
+      return with;
+    }
+  }
   return s;
 }
 
+bool shared_in_groups(const ExpertSet& set, int64_t T) {
+  return set.holds_shared &&
+         (routes_on_device(set, T) || set.gate_up.front()->quant == kernels::QuantFormat::None);
+}
+
 DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t k,
-                              bool normalize, const float* expert_scale, kernels::Backend& be) {
+                              bool normalize, const float* expert_scale, kernels::Backend& be,
+                              bool shared) {
   if (T > kernels::kMoeDeviceMaxTokens)
     fail("MoE device routing: ", T, " tokens (at most ", kernels::kMoeDeviceMaxTokens, ")");
-  const int64_t n = T * k;
-  DeviceRouting r{be.array<int32_t>(n), be.array<float>(n), be.array<int32_t>(n),
-                  be.array<int32_t>(n), be.array<int32_t>(kernels::moe_groups_size(T, k, E)), T, k};
-  be.moe_route_group(logits, T, E, k, normalize, expert_scale, r.experts.data(), r.weights.data(),
-                     r.source.data(), r.slot.data(), r.groups.data());
+  const int64_t n = T * k, rows = n + (shared ? T : 0);
+  DeviceRouting r{be.array<int32_t>(n),    be.array<float>(n),
+                  be.array<int32_t>(rows), be.array<int32_t>(n),
+                  be.array<int32_t>(kernels::moe_groups_size(T, k, E, shared)), T, k};
+  be.moe_route_group(logits, T, E, k, normalize, expert_scale, shared, r.experts.data(),
+                     r.weights.data(), r.source.data(), r.slot.data(), r.groups.data());
   r.max_rows = T;
+  r.shared_rows = shared ? T : 0;
   return r;
 }
 
@@ -194,21 +234,28 @@ Routing route_to_host(const ExpertSet& set, const float* logits, int64_t T, int6
   return r;
 }
 
-DeviceRouting upload_routing(const Routing& r, int64_t E, kernels::Backend& be) {
-  const ExpertGroups g = group_by_expert(r, E);
+DeviceRouting upload_routing(const Routing& r, int64_t E, kernels::Backend& be, bool shared) {
+  ExpertGroups g = group_by_expert(r, E);
   // moe_route_group's table: the active experts, then (expert, first row, rows) for each.
   std::vector<int32_t> groups = {0};
   int64_t max_rows = 0;
-  for (int64_t e = 0; e < E; ++e) {
-    if (g.count[e] == 0) continue;
+  auto add = [&](int64_t e, int64_t first, int64_t count) {
     ++groups[0];
-    groups.insert(groups.end(), {static_cast<int32_t>(e), static_cast<int32_t>(g.first[e]),
-                                 static_cast<int32_t>(g.count[e])});
-    max_rows = std::max(max_rows, g.count[e]);
+    groups.insert(groups.end(), {static_cast<int32_t>(e), static_cast<int32_t>(first),
+                                 static_cast<int32_t>(count)});
+    max_rows = std::max(max_rows, count);
+  };
+  for (int64_t e = 0; e < E; ++e)
+    if (g.count[e] > 0) add(e, g.first[e], g.count[e]);
+  const int64_t n = r.tokens * r.k;
+  if (shared) {  // the shared expert (id E) over every token, after the routed rows
+    add(E, n, r.tokens);
+    for (int64_t t = 0; t < r.tokens; ++t) g.source.push_back(static_cast<int32_t>(t));
   }
   DeviceRouting d{be.upload(r.experts), be.upload(r.weights), be.upload(g.source),
                   be.upload(g.slot),    be.upload(groups),    r.tokens, r.k};
   d.max_rows = max_rows;
+  d.shared_rows = shared ? r.tokens : 0;
   return d;
 }
 
@@ -221,7 +268,8 @@ void routed_experts_forward_host_routed(const ExpertSet& set,
   // built for a step's few rows, and a prefill chunk's expert holds about T k / E of them.
   if (!set.on_device || set.gate_up.front()->quant != kernels::QuantFormat::None)
     return routed_experts_forward(experts, gelu_tanh, h, T, r, shared, shared_gate, out, be);
-  const DeviceRouting d = upload_routing(r, static_cast<int64_t>(experts.size()), be);
+  const DeviceRouting d =
+      upload_routing(r, static_cast<int64_t>(experts.size()), be, shared_in_groups(set, T));
   routed_experts_forward_device(set, gelu_tanh, h, d, shared, shared_gate, out, be);
 }
 
@@ -232,22 +280,27 @@ void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const f
                                    const DeviceRouting& r, const float* shared,
                                    const float* shared_gate, float* out, kernels::Backend& be) {
   if (!set.on_device) fail("routed_experts_forward_device: the backend does not run these experts");
-  const int64_t T = r.T, k = r.k, n = T * k;
+  if (r.shared_rows > 0 && (!set.holds_shared || shared))
+    fail("routed_experts_forward_device: the routing groups the shared expert, but the set does "
+         "not hold it or its output was also given");
+  const int64_t T = r.T, k = r.k, n = T * k, rows = n + r.shared_rows;
   const int64_t H = set.gate_up.front()->cols, I = set.gate_up.front()->rows;
   const int32_t* const source = r.source.data();
   const int32_t* const slot = r.slot.data();
   const int32_t* const groups = r.groups.data();
   const float* const weights = r.weights.data();
-  kernels::Floats gate = be.array<float>(n * I), up = be.array<float>(n * I),
-                  ys = be.array<float>(n * H);
+  kernels::Floats gate = be.array<float>(rows * I), up = be.array<float>(rows * I),
+                  ys = be.array<float>(rows * H);
   // The gate/up launch reads each grouped row's token where it is (source), the combination each
   // rank's row where it landed (slot): no gathered copies.
   float* const gate_up[2] = {gate.data(), up.data()};
-  be.linear_experts(set.gate_up, 2, h, source, gate_up, groups, r.max_rows, n);
-  if (gelu_tanh) be.gelu_tanh_mul(gate.data(), up.data(), gate.data(), n * I);
-  else be.silu_mul(gate.data(), up.data(), gate.data(), n * I);
+  be.linear_experts(set.gate_up, 2, h, source, gate_up, groups, r.max_rows, rows);
+  if (gelu_tanh) be.gelu_tanh_mul(gate.data(), up.data(), gate.data(), rows * I);
+  else be.silu_mul(gate.data(), up.data(), gate.data(), rows * I);
   float* const down[1] = {ys.data()};
-  be.linear_experts(set.down, 1, gate.data(), nullptr, down, groups, r.max_rows, n);
+  be.linear_experts(set.down, 1, gate.data(), nullptr, down, groups, r.max_rows, rows);
+  // The shared expert's rows follow the routed ones, token by token.
+  if (r.shared_rows > 0) shared = ys.data() + n * H;
   be.moe_combine(ys.data(), slot, weights, T, k, H, shared, shared_gate, out);
 }
 

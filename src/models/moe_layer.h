@@ -40,12 +40,23 @@ void routed_experts_forward(std::span<const ExpertWeights> experts, bool gelu_ta
 
 // A layer's expert weights as the device path reads them (Backend::moe_on_device): pointers into
 // the ExpertWeights, gate and up of expert e at gate_up[2 e], [2 e + 1], its down at down[e].
+// With holds_shared, one more expert at index E: the layer's shared expert, which then runs in
+// the routed experts' grouped launches (its group over every token; moe_group's `shared`)
+// instead of three launches of its own.
 struct ExpertSet {
   std::vector<const kernels::Weight*> gate_up, down;
-  bool on_device = false;  // the backend routes, groups and runs these experts on the device
+  bool on_device = false;     // the backend routes, groups and runs these experts on the device
+  bool holds_shared = false;  // the last expert is the shared one
 };
-// The set over `experts` (which must outlive it and not move).
-ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Backend& be);
+// The set over `experts` (which must outlive it and not move), holding `shared` too where given
+// and it can: a SwiGLU of the routed experts' shape and format without biases, on a backend that
+// runs the experts (its bits are the same either way: the grouped launch is linear() row for
+// row).
+ExpertSet expert_set(std::span<const ExpertWeights> experts, const kernels::Backend& be,
+                     const MlpWeights* shared = nullptr);
+// True when a call of T tokens runs set's shared expert in the grouped launches: set.holds_shared
+// and the call takes them (it routes on the device, or its host routing is uploaded: BF16).
+bool shared_in_groups(const ExpertSet& set, int64_t T);
 // True when a call of T tokens through these experts routes on the device (else on the host).
 inline bool routes_on_device(const ExpertSet& set, int64_t T) {
   return set.on_device && T <= kernels::kMoeDeviceMaxTokens;
@@ -66,11 +77,15 @@ struct DeviceRouting {
   // The most rows one expert has (sizes the grouped launches): T when routed on the device, whose
   // counts the host never sees; the real maximum when uploaded from a host routing.
   int64_t max_rows = 0;
+  // T when the groups end with the shared expert's (grouped rows T k + t are token t's), else 0.
+  int64_t shared_rows = 0;
 };
 // Routes router logits [T][E] (route_tokens' bits; expert_scale as Backend::moe_route) and groups
-// the assignments, on the device (one launch where it fits).
+// the assignments, on the device (one launch where it fits); `shared`: the groups end with the
+// shared expert's (expert E, every token).
 DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t k,
-                              bool normalize, const float* expert_scale, kernels::Backend& be);
+                              bool normalize, const float* expert_scale, kernels::Backend& be,
+                              bool shared = false);
 
 // route_tokens' routing (expert_scale as Backend::moe_route) computed by the backend's moe_route
 // and read back, for calls past kernels::kMoeDeviceMaxTokens on a backend that runs the experts:
@@ -93,11 +108,13 @@ Routing route_to_host(const ExpertSet& set, const float* logits, int64_t T, int6
 // uploaded in moe_route_group's layout, for calls past kernels::kMoeDeviceMaxTokens (a prefill
 // chunk) on a backend that runs the experts (set.on_device): the experts then take one grouped
 // launch per projection instead of one launch per active expert and projection (up to 3 E).
-DeviceRouting upload_routing(const Routing& r, int64_t E, kernels::Backend& be);
+DeviceRouting upload_routing(const Routing& r, int64_t E, kernels::Backend& be,
+                             bool shared = false);
 
 // A host-routed call through the experts: routed_experts_forward_device on upload_routing's tables
 // when set.on_device and the experts are BF16, else routed_experts_forward. The bits are the same
-// either way.
+// either way. When shared_in_groups(set, T), the shared expert runs in the grouped launches and
+// `shared` must be null (shared_gate still scales it); otherwise `shared` is its output.
 void routed_experts_forward_host_routed(const ExpertSet& set,
                                         std::span<const ExpertWeights> experts, bool gelu_tanh,
                                         const float* h, int64_t T, const Routing& r,
@@ -106,7 +123,8 @@ void routed_experts_forward_host_routed(const ExpertSet& set,
 
 // routed_experts_forward with the routing and grouping in backend memory: no host read, the same
 // ops for any routing, so the call can be recorded. Needs set.on_device. Bitwise
-// routed_experts_forward of the same routing.
+// routed_experts_forward of the same routing. With r.shared_rows (set.holds_shared), the shared
+// expert's output is the grouped launches' rows past the routed ones and `shared` must be null.
 void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
                                    const DeviceRouting& r, const float* shared,
                                    const float* shared_gate, float* out, kernels::Backend& be);
@@ -119,7 +137,7 @@ struct MoeWeights {
   bool has_shared = false;    // a shared expert beside the routed ones
   MlpWeights shared;          // its SwiGLU MLP
   kernels::Weight shared_gate;  // [1][H]: the shared expert's output is scaled by sigmoid of it
-  ExpertSet set;                // over `experts`
+  ExpertSet set;                // over `experts`, and `shared` where it can hold it
 };
 
 struct FeedForward {

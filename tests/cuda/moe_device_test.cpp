@@ -7,7 +7,8 @@
 // rows), whichever kernel the per-expert call picks for its row count;
 // a whole MoE layer through the device path equals the host-routed path bit for bit, eagerly
 // and replayed from a CUDA graph while the routing changes every step; and host-routed calls
-// (prefill chunks) through the grouped launches equal the per-expert path.
+// (prefill chunks) through the grouped launches equal the per-expert path; a shared expert of the
+// routed experts' shape run inside their grouped launches equals it run as its own MLP.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include "cuda_test_util.h"
 #include "kernels/backend.h"
+#include "models/attention_layer.h"
 #include "models/moe_layer.h"
 #include "models/moe_routing.h"
 #include "quant_test_util.h"
@@ -447,6 +449,75 @@ TEST_F(CudaTest, HostRoutedCallsRunTheGroupedLaunchesBitwise) {
                 << ": " << diff_summary(a.data(), b.data(), a.size());
           }
       }
+  }
+}
+
+// A shared expert of the routed experts' shape runs inside their grouped launches (ExpertSet
+// holds_shared; moe_group's shared group): the layer's output is bitwise the one where it runs as
+// its own MLP (linear_multi gate/up, SiLU-up, down) and is added by moe_combine, on the device
+// path (1-64 tokens) and the host-routed one (BF16 past 64 tokens; quantized ones keep it
+// separate there), and the device tables are the uploaded host grouping plus (E, T k, T).
+TEST_F(CudaTest, SharedExpertInTheGroupedLaunchesIsItsOwnMlpBitwise) {
+  for (int bits : {0, 4}) {
+    const int64_t E = 32, k = 4, H = 512, I = 256;
+    auto be = make_cuda_backend();
+    uint32_t seed = 1300 + bits;
+    PlacedExperts placed(*be, bits, E + 1, H, I, seed);  // the last one is the shared expert
+    const std::span<const ExpertWeights> experts(placed.experts.data(), E);
+    lockstep::MlpWeights shared;
+    shared.gate = placed.experts[E].gate;
+    shared.up = placed.experts[E].up;
+    shared.down = placed.experts[E].down;
+    std::vector<std::vector<uint16_t>> store;
+    store.reserve(2);
+    const Weight router = be->place(host_bf16(store, E, H, seed++));
+    const Weight shared_gate = be->place(host_bf16(store, 1, H, seed++));
+    const ExpertSet plain = lockstep::expert_set(experts, *be);
+    const ExpertSet with = lockstep::expert_set(experts, *be, &shared);
+    ASSERT_TRUE(with.holds_shared && !plain.holds_shared) << "bits " << bits;
+    for (int64_t T : {1, 3, 8, 64, 65, 200}) {
+      const std::string what = "bits " + std::to_string(bits) + " T " + std::to_string(T);
+      const bool in_groups = lockstep::shared_in_groups(with, T);
+      EXPECT_EQ(in_groups, T <= kMoeDeviceMaxTokens || bits == 0) << what;
+      Floats h = be->upload(random_floats(static_cast<size_t>(T * H), seed++));
+      Floats logits = be->array<float>(T * E), sg = be->array<float>(T),
+             sh = be->array<float>(T * H), want = be->array<float>(T * H),
+             got = be->array<float>(T * H);
+      be->linear(h.data(), T, router, nullptr, logits.data());
+      be->linear(h.data(), T, shared_gate, nullptr, sg.data());
+      lockstep::mlp_forward(shared, h.data(), T, sh.data(), *be);
+      if (T <= kMoeDeviceMaxTokens) {
+        const lockstep::DeviceRouting a =
+            lockstep::route_on_device(logits.data(), T, E, k, true, nullptr, *be);
+        const lockstep::DeviceRouting b =
+            lockstep::route_on_device(logits.data(), T, E, k, true, nullptr, *be, true);
+        EXPECT_EQ(b.shared_rows, T) << what;
+        lockstep::routed_experts_forward_device(plain, false, h.data(), a, sh.data(), sg.data(),
+                                                want.data(), *be);
+        lockstep::routed_experts_forward_device(with, false, h.data(), b, nullptr, sg.data(),
+                                                got.data(), *be);
+        // The device's shared tables are the host grouping's with the shared group appended.
+        const Routing r = lockstep::route_tokens(be->download(logits.data(), T * E), T, E, k, true);
+        const lockstep::DeviceRouting u = lockstep::upload_routing(r, E, *be, true);
+        std::vector<int32_t> dev_groups = be->download(b.groups.data(), b.groups.size());
+        dev_groups.resize(1 + 3 * dev_groups[0]);
+        EXPECT_EQ(dev_groups, be->download(u.groups.data(), u.groups.size())) << what;
+        EXPECT_EQ(be->download(b.source.data(), T * k + T),
+                  be->download(u.source.data(), T * k + T)) << what;
+        EXPECT_EQ(dev_groups[1 + 3 * (dev_groups[0] - 1)], E) << what;
+      } else {
+        const Routing r = lockstep::route_tokens(be->download(logits.data(), T * E), T, E, k, true);
+        lockstep::routed_experts_forward_host_routed(plain, experts, false, h.data(), T, r,
+                                                     sh.data(), sg.data(), want.data(), *be);
+        lockstep::routed_experts_forward_host_routed(with, experts, false, h.data(), T, r,
+                                                     in_groups ? nullptr : sh.data(), sg.data(),
+                                                     got.data(), *be);
+      }
+      const std::vector<float> a = be->download(got.data(), T * H),
+                               b = be->download(want.data(), T * H);
+      EXPECT_TRUE(same_bits(a.data(), b.data(), a.size()))
+          << what << ": " << diff_summary(a.data(), b.data(), a.size());
+    }
   }
 }
 

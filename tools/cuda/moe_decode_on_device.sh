@@ -11,12 +11,15 @@
 #      (`bench -p 128 -n 64 -r 3`; the GGUF conversion may still be running beside it).
 #   4. The go: the side-by-side rounds run alone.
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz and
-# .cuda-carry-llama (tools/bench/pack_llama_cuda.sh ... source). Env: LAYERS (12), ROUNDS (2).
+# .cuda-carry-llama (tools/bench/pack_llama_cuda.sh ... source). Env: LAYERS (12), ROUNDS (2);
+# quick also LIKE (make-random's MoE shape, qwen3-30b-a3b) and GATE_LAYERS (3; a qwen3.5-35b-a3b
+# gate wants 4, so one layer is full attention).
 #   tools/cuda/moe_decode_on_device.sh quick   (about two minutes, no llama.cpp): the op tests,
-#       the gate and old/new bits (BF16 and 4-bit) on 3 layers, then on a qwen3-30b-a3b shape of
-#       LAYERS (6) layers decode under OLD_ENV and the default,
-#       alternated (ROUNDS), and `bench --batch 64` (64 sequences decoding together after
-#       512-token prompts) in exact and fast numerics.
+#       the gate and old/new bits (BF16 and 4-bit) on GATE_LAYERS (3) layers, then on a shape of
+#       LAYERS (6) layers decode under OLD_ENV (or the carried old engine) and the default,
+#       alternated (ROUNDS), PROFILE=1: the per-op table and ncu's per-kernel summary of the
+#       default's decode, and `bench --batch 64` (64 sequences decoding together after 512-token
+#       prompts) in exact and fast numerics.
 set -uo pipefail
 # "old": this engine under OLD_ENV, by default the larger calls' 4-stage ring (another switch,
 # e.g. OLD_ENV=LOCKSTEP_CUDA_FUSED_SWIGLU=0, puts that change through the same checks and rounds).
@@ -25,7 +28,9 @@ export OLD_ENV="${OLD_ENV:-LOCKSTEP_CUDA_EXPERT_CFG=0}"
 work=/tmp/lockstep-moe-decode
 mkdir -p "$work"
 old_engine
-moe_tests='*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*HostRouted*:*MoeCombine*'
+old_label=$([ -f "$root/.cuda-carry-old/engine.tar.xz" ] && echo "the old engine" || echo "$old_label")
+moe_tests='*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*HostRouted*:*MoeCombine*:*SharedExpert*'
+like="${LIKE:-qwen3-30b-a3b}"
 # decode_rounds MODEL LABEL: decode of config 0 ($old) and the default ($bin), alternated.
 decode_rounds() {
   local r b d
@@ -33,15 +38,15 @@ decode_rounds() {
     for b in old new; do
       d=$("$([ $b = old ] && echo "$old" || echo "$bin")" bench -m "$1" --device cuda -p 128 -n 64 -r 3 2>&1 |
           awk '/^decode/ {print $3, "tok/s,", $7, "of the floor"}')
-      note "$2 round $r, $([ $b = old ] && echo "$OLD_ENV" || echo default): decode $d"
+      note "$2 round $r, $([ $b = old ] && echo "$old_label" || echo default): decode $d"
     done
   done
 }
 
-# gate_and_bits: on a 3-layer qwen3-30b-a3b shape, the generation gate under $old and $bin, and
+# gate_and_bits: on a GATE_LAYERS-layer $like shape, the generation gate under $old and $bin, and
 # their score logit hashes and greedy tokens (old_new_bits), BF16 and kept at 4 bits.
 gate_and_bits() {
-  "$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 --threads 4 >/dev/null 2>&1
+  "$bin" make-random --like "$like" --layers "${GATE_LAYERS:-3}" -o "$work/q3" --dtype bf16 --seed 12 --threads 4 >/dev/null 2>&1
   {
     echo '{"ids": [1, 17, 256, 42]}'
     echo '{"ids": [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]}'
@@ -49,7 +54,7 @@ gate_and_bits() {
   local b
   for b in "$old" "$bin"; do
     timeout 120 "$b" verify --device cuda -m "$work/q3" --prompts "$work/prompts.jsonl" -n 24 >"$work/gate.log" 2>&1
-    note "gate, $([ "$b" = "$old" ] && echo "$OLD_ENV" || echo default): $(grep -E '^(PASS|FAIL|DIVERGED)|rror' "$work/gate.log" | tail -1)"
+    note "gate, $([ "$b" = "$old" ] && echo "$old_label" || echo default): $(grep -E '^(PASS|FAIL|DIVERGED)|rror' "$work/gate.log" | tail -1)"
   done
   old_new_bits "$work/q3" "" "$(seq -s, 3 7 283)"
   old_new_bits "$work/q3" "--quantize 4" "$(seq -s, 3 7 283)"
@@ -60,8 +65,21 @@ if [ "${1:-}" = quick ]; then
   op_tests cuda_tests.log "$moe_tests" 200
   gate_and_bits
   m="$work/q3-$layers"
-  "$bin" make-random --like qwen3-30b-a3b --layers "$layers" -o "$m" --dtype bf16 --seed 5 >/dev/null 2>&1
-  decode_rounds "$m" "qwen3-30b-a3b ($layers layers)"
+  "$bin" make-random --like "$like" --layers "$layers" -o "$m" --dtype bf16 --seed 5 >/dev/null 2>&1
+  decode_rounds "$m" "$like ($layers layers)"
+  if [ "${PROFILE:-0}" = 1 ]; then
+    # Where this engine's decode step goes: the per-op table (eager, events around each op) and
+    # ncu per kernel of a short eager run (caches flushed; fold with tools/cuda/ncu_summary.py).
+    LOCKSTEP_CUDA_PROFILE=1 "$bin" bench -m "$m" --device cuda -p 16 -n 32 -r 1 >"$out/profile_$like.txt" 2>&1
+    ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1 || true)"
+    if [ -x "$ncu" ]; then
+      LOCKSTEP_CUDA_GRAPHS=0 timeout 240 "$ncu" --clock-control none --csv --print-units base \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+        "$bin" bench -m "$m" --device cuda -p 4 -n 3 -r 1 >"$work/ncu.csv" 2>"$out/ncu.err"
+      python3 tools/cuda/ncu_summary.py "$work/ncu.csv" 400 >"$out/ncu_$like.txt" 2>&1
+      note "ncu: $(wc -l <"$work/ncu.csv") lines, summary in ncu_$like.txt"
+    fi
+  fi
   for numerics in exact fast; do
     "$bin" bench -m "$m" --device cuda --numerics "$numerics" --batch 64 -p 512 -n 32 -r 1 \
       --ctx-size 40000 --json >"$work/batch_$numerics.json" 2>"$work/batch_$numerics.log"

@@ -203,14 +203,15 @@ void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normal
 // Backend::moe_group: from experts [T * k], source [T * k] (grouped row -> token), slot [T * k]
 // (assignment t * k + j -> grouped row) exactly as the host's group_by_expert, and groups
 // [kernels::moe_groups_size]: [0] = active experts, then (expert, first row, rows) per active expert in
-// expert order. T * k <= kMoeMaxRows, E <= kMoeMaxExperts.
+// expert order. T * k <= kMoeMaxRows, E <= kMoeMaxExperts. shared: one more group last, (E, T k,
+// T), whose grouped rows T k + t are token t (source [T k + T]): the shared expert.
 void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t* source,
-               int32_t* slot, int32_t* groups);
+               int32_t* slot, int32_t* groups, bool shared = false);
 // moe_route then moe_group, in one launch where one block holds them (up to 64 tokens, E up to
 // ~350), else the two launches: the same outputs.
 void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
                      const float* expert_scale, int32_t* experts, float* weights, int32_t* source,
-                     int32_t* slot, int32_t* groups);
+                     int32_t* slot, int32_t* groups, bool shared = false);
 // The weights of E experts' P projections (expert e's projection p at e * P + p) as device
 // tables of their data (and quantized pairs) pointers, all of one shape and format.
 struct ExpertTable {

@@ -15,7 +15,9 @@
 // each expert (experts in id order), and within an expert the assignments i = t * k + j in
 // increasing i (a row's rank is the number of earlier assignments to its expert, counted, not
 // raced for), so the permutation is the host's. It also lists the active experts in id order
-// (the groups table the grouped expert linear reads).
+// (the groups table the grouped expert linear reads). With `shared`, the table ends with one more
+// group, expert E over every token in order (grouped rows n .. n + T - 1, source t): a shared
+// expert of the routed experts' shape then runs in the same grouped launches.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -121,10 +123,10 @@ constexpr int64_t kFusedMinWarps = 4;
 constexpr size_t kMoeFusedMaxSmem = 48 << 10;
 
 // The grouping of n = T * k assignments of E experts by the whole block (gs: 3 E ints of shared
-// memory).
+// memory), plus the shared expert's group (E, n, T) last when `shared`.
 // experts is not __restrict__: the fused kernel reads what its own warps wrote (no
 // non-coherent loads).
-__device__ void group_rows(int32_t* gs, const int32_t* experts, int n, int k, int E,
+__device__ void group_rows(int32_t* gs, const int32_t* experts, int n, int k, int E, bool shared,
                            int32_t* __restrict__ source, int32_t* __restrict__ slot,
                            int32_t* __restrict__ groups) {
   int32_t* count = gs;          // [E]
@@ -148,7 +150,13 @@ __device__ void group_rows(int32_t* gs, const int32_t* experts, int n, int k, in
       const int us = __shfl_up_sync(0xffffffffu, is, o), ua = __shfl_up_sync(0xffffffffu, ia, o);
       if (lane >= o) is += us, ia += ua;
     }
-    if (lane == 31) groups[0] = ia;  // active experts
+    if (lane == 31) {
+      groups[0] = ia + shared;  // active experts (the shared one after the routed ones)
+      if (shared) {
+        int32_t* g = groups + 1 + 3 * ia;
+        g[0] = E, g[1] = n, g[2] = n / k;
+      }
+    }
     s = is - s, a = ia - a;
     for (int e = e0; e < e1; ++e) {
       first[e] = s, active[e] = a;
@@ -169,16 +177,18 @@ __device__ void group_rows(int32_t* gs, const int32_t* experts, int n, int k, in
     source[row] = i / k;
     slot[i] = row;
   }
+  if (shared)
+    for (int t = threadIdx.x; t < n / k; t += blockDim.x) source[n + t] = t;
 }
 
 // One block: n = T * k assignments of E experts.
 __global__ void moe_group_kernel(const int32_t* __restrict__ experts, int n, int k, int E,
-                                 int32_t* __restrict__ source, int32_t* __restrict__ slot,
-                                 int32_t* __restrict__ groups) {
+                                 bool shared, int32_t* __restrict__ source,
+                                 int32_t* __restrict__ slot, int32_t* __restrict__ groups) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
   extern __shared__ int32_t gs[];
-  group_rows(gs, experts, n, k, E, source, slot, groups);
+  group_rows(gs, experts, n, k, E, shared, source, slot, groups);
 }
 
 // moe_route then moe_group in one block (a decode step's few tokens: one launch fewer per MoE
@@ -187,7 +197,7 @@ __global__ void moe_group_kernel(const int32_t* __restrict__ experts, int n, int
 // functions, so the same bits as the two launches.
 __global__ void moe_route_group_kernel(const float* __restrict__ logits, int T, int E, int k,
                                        bool normalize, const float* __restrict__ expert_scale,
-                                       int32_t* experts, float* __restrict__ weights,
+                                       int32_t* experts, float* __restrict__ weights, bool shared,
                                        int32_t* __restrict__ source, int32_t* __restrict__ slot,
                                        int32_t* __restrict__ groups) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
@@ -198,7 +208,7 @@ __global__ void moe_route_group_kernel(const float* __restrict__ logits, int T, 
     route_token(sm + warp * (E + 32), lane, logits, t, E, k, normalize, expert_scale, experts,
                 weights);
   __syncthreads();
-  group_rows(reinterpret_cast<int32_t*>(sm), experts, T * k, k, E, source, slot, groups);
+  group_rows(reinterpret_cast<int32_t*>(sm), experts, T * k, k, E, shared, source, slot, groups);
 }
 
 // The routing kernels pick k <= 32 experts (one warp's arg-max rounds) out of E.
@@ -220,18 +230,19 @@ void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normal
 }
 
 void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t* source,
-               int32_t* slot, int32_t* groups) {
+               int32_t* slot, int32_t* groups, bool shared) {
   if (E > kMoeMaxExperts) fail("CUDA moe_group: ", E, " experts (at most ", kMoeMaxExperts, ")");
   if (T * k > kMoeMaxRows) fail("CUDA moe_group: ", T * k, " rows (at most ", kMoeMaxRows, ")");
   if (T <= 0) return;
   const size_t smem = static_cast<size_t>(3 * E) * sizeof(int32_t);
   launch("moe_group_kernel", moe_group_kernel, 1, kGroupThreads, smem, experts,
-         static_cast<int>(T * k), static_cast<int>(k), static_cast<int>(E), source, slot, groups);
+         static_cast<int>(T * k), static_cast<int>(k), static_cast<int>(E), shared, source, slot,
+         groups);
 }
 
 void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
                      const float* expert_scale, int32_t* experts, float* weights, int32_t* source,
-                     int32_t* slot, int32_t* groups) {
+                     int32_t* slot, int32_t* groups, bool shared) {
   // One warp per token up to a block of kGroupThreads, at least kFusedMinWarps for the grouping:
   // a decode step's single token gets a block of 128 threads, not 1024 mostly idle ones whose
   // launch and barriers cost more than the routing (the grouping's loops stride by the block, so
@@ -241,14 +252,15 @@ void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool 
   const size_t group_smem = static_cast<size_t>(3 * E) * sizeof(int32_t);
   if (T > kMoeFusedMaxTokens || std::max(route_smem, group_smem) > kMoeFusedMaxSmem) {
     moe_route(logits, T, E, k, normalize, expert_scale, experts, weights);
-    moe_group(experts, T, k, E, source, slot, groups);
+    moe_group(experts, T, k, E, source, slot, groups, shared);
     return;
   }
   check_top_k("moe_route_group", k, E);
   if (T <= 0) return;
   launch("moe_route_group_kernel", moe_route_group_kernel, 1, 32 * warps,
          std::max(route_smem, group_smem), logits, static_cast<int>(T), static_cast<int>(E),
-         static_cast<int>(k), normalize, expert_scale, experts, weights, source, slot, groups);
+         static_cast<int>(k), normalize, expert_scale, experts, weights, shared, source, slot,
+         groups);
 }
 
 }  // namespace lockstep::kernels::cuda
