@@ -515,10 +515,7 @@ class CudaBackend final : public Backend {
   bool moe_on_device(std::span<const Weight* const> w) const override {
     if (!moe_device_enabled_ || w.empty()) return false;
     for (const Weight* x : w)
-      if (!cuda::linear_experts_supported(*x) || x->rows != w[0]->rows || x->cols != w[0]->cols ||
-          x->quant != w[0]->quant || x->bits != w[0]->bits || x->dtype != w[0]->dtype ||
-          x->group_size != w[0]->group_size || x->scale_dtype != w[0]->scale_dtype)
-        return false;
+      if (!cuda::linear_experts_supported(*x) || !cuda::same_expert_format(*x, *w[0])) return false;
     return true;
   }
   void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,

@@ -74,7 +74,7 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   // grouped launches hold the shared expert, the router and the shared expert's gate are one
   // linear_multi and the expert runs with the routed ones; otherwise its gate and up projections
   // join that linear_multi too (each output bitwise its own linear; on the GPU one launch).
-  const bool grouped = m.has_shared && shared_in_groups(m.set, T);
+  const bool grouped = shared_in_groups(m.set, T);  // implies m.has_shared
   kernels::Floats shared, shared_gate;  // empty (null data) without one
   if (m.has_shared) {
     shared_gate = be.array<float>(T);
@@ -205,7 +205,7 @@ DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t
   be.moe_route_group(logits, T, E, k, normalize, expert_scale, shared, r.experts.data(),
                      r.weights.data(), r.source.data(), r.slot.data(), r.groups.data());
   r.max_rows = T;
-  r.shared_rows = shared ? T : 0;
+  r.shared = shared;
   return r;
 }
 
@@ -255,7 +255,7 @@ DeviceRouting upload_routing(const Routing& r, int64_t E, kernels::Backend& be, 
   DeviceRouting d{be.upload(r.experts), be.upload(r.weights), be.upload(g.source),
                   be.upload(g.slot),    be.upload(groups),    r.tokens, r.k};
   d.max_rows = max_rows;
-  d.shared_rows = shared ? r.tokens : 0;
+  d.shared = shared;
   return d;
 }
 
@@ -280,10 +280,10 @@ void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const f
                                    const DeviceRouting& r, const float* shared,
                                    const float* shared_gate, float* out, kernels::Backend& be) {
   if (!set.on_device) fail("routed_experts_forward_device: the backend does not run these experts");
-  if (r.shared_rows > 0 && (!set.holds_shared || shared))
+  if (r.shared && (!set.holds_shared || shared))
     fail("routed_experts_forward_device: the routing groups the shared expert, but the set does "
          "not hold it or its output was also given");
-  const int64_t T = r.T, k = r.k, n = T * k, rows = n + r.shared_rows;
+  const int64_t T = r.T, k = r.k, n = T * k, rows = n + (r.shared ? T : 0);
   const int64_t H = set.gate_up.front()->cols, I = set.gate_up.front()->rows;
   const int32_t* const source = r.source.data();
   const int32_t* const slot = r.slot.data();
@@ -300,7 +300,7 @@ void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const f
   float* const down[1] = {ys.data()};
   be.linear_experts(set.down, 1, gate.data(), nullptr, down, groups, r.max_rows, rows);
   // The shared expert's rows follow the routed ones, token by token.
-  if (r.shared_rows > 0) shared = ys.data() + n * H;
+  if (r.shared) shared = ys.data() + n * H;
   be.moe_combine(ys.data(), slot, weights, T, k, H, shared, shared_gate, out);
 }
 

@@ -77,8 +77,8 @@ struct DeviceRouting {
   // The most rows one expert has (sizes the grouped launches): T when routed on the device, whose
   // counts the host never sees; the real maximum when uploaded from a host routing.
   int64_t max_rows = 0;
-  // T when the groups end with the shared expert's (grouped rows T k + t are token t's), else 0.
-  int64_t shared_rows = 0;
+  // The groups end with the shared expert's (grouped rows T k + t are token t's).
+  bool shared = false;
 };
 // Routes router logits [T][E] (route_tokens' bits; expert_scale as Backend::moe_route) and groups
 // the assignments, on the device (one launch where it fits); `shared`: the groups end with the
@@ -123,7 +123,7 @@ void routed_experts_forward_host_routed(const ExpertSet& set,
 
 // routed_experts_forward with the routing and grouping in backend memory: no host read, the same
 // ops for any routing, so the call can be recorded. Needs set.on_device. Bitwise
-// routed_experts_forward of the same routing. With r.shared_rows (set.holds_shared), the shared
+// routed_experts_forward of the same routing. With r.shared (set.holds_shared), the shared
 // expert's output is the grouped launches' rows past the routed ones and `shared` must be null.
 void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
                                    const DeviceRouting& r, const float* shared,

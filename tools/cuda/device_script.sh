@@ -2,8 +2,8 @@
 # Sets root (the repo root, also the working directory), out ($OUT or cuda-logs/, created), the
 # packed engine ($carry, $bin, LOCKSTEP_CUBLAS_DIR: engine_env.sh), summary ($out/$summary_name,
 # default summary.txt, emptied), note (prints a line and appends it to the summary), stamp
-# (prints a line with the seconds since the script began), op_tests, old_engine, old_new_bits
-# and wait_health (below).
+# (prints a line with the seconds since the script began), op_tests, old_engine, old_new_bits,
+# wait_health and find_ncu (below).
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 out="${OUT:-$root/cuda-logs}"
@@ -23,21 +23,24 @@ op_tests() {
   note "cuda_tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/$1" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]' "$out/$1" | head -20 | tee -a "$summary"
 }
-# old_engine: sets $old to an engine to compare this one with, or "" when there is none: an earlier
+# old_engine: sets $old to an engine to compare this one with, or "" when there is none, and
+# $old_label to what it is ("the old engine" or $OLD_ENV) for notes: an earlier
 # pack carried as .cuda-carry-old/engine.tar.xz (bin/run-lockstep, lib/), or this engine under the
 # environment OLD_ENV (e.g. LOCKSTEP_CUDA_MOE_DEVICE=0: host routing, one launch per expert
 # projection, the path every MoE call past 64 tokens took before the grouped launches).
 old_engine() {
-  old=""
+  old="" old_label=""
   if [ -f "$root/.cuda-carry-old/engine.tar.xz" ]; then
     mkdir -p /tmp/lockstep-old && tar -xJf "$root/.cuda-carry-old/engine.tar.xz" -C /tmp/lockstep-old
     old=/tmp/lockstep-old/bin/run-lockstep
+    old_label="the old engine"
     note "old engine: $old"
   elif [ -n "${OLD_ENV:-}" ]; then
     mkdir -p /tmp/lockstep-old/bin
     printf '#!/usr/bin/env bash\nexec env %s "%s" "$@"\n' "$OLD_ENV" "$bin" >/tmp/lockstep-old/bin/run-lockstep
     chmod +x /tmp/lockstep-old/bin/run-lockstep
     old=/tmp/lockstep-old/bin/run-lockstep
+    old_label="$OLD_ENV"
     note "old engine: this one under $OLD_ENV"
   fi
 }
@@ -69,4 +72,9 @@ wait_health() {
     sleep 0.5
   done
   return 1
+}
+# find_ncu: sets $ncu to Nsight Compute's CLI where the machine has one, else "".
+find_ncu() {
+  ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)"
+  [ -x "$ncu" ] || ncu="$(ls /usr/local/cuda/bin/ncu 2>/dev/null || true)"
 }

@@ -22,13 +22,13 @@
 #       prompts) in exact and fast numerics.
 set -uo pipefail
 # "old": this engine under OLD_ENV, by default the larger calls' 4-stage ring (another switch,
-# e.g. OLD_ENV=LOCKSTEP_CUDA_FUSED_SWIGLU=0, puts that change through the same checks and rounds).
+# e.g. OLD_ENV=LOCKSTEP_CUDA_PDL=0, puts that change through the same checks and rounds; an old
+# engine carried as .cuda-carry-old is used instead of either).
 export OLD_ENV="${OLD_ENV:-LOCKSTEP_CUDA_EXPERT_CFG=0}"
 . "$(dirname "$0")/device_script.sh"  # root, out, $bin, note, stamp, op_tests, old_engine, old_new_bits
 work=/tmp/lockstep-moe-decode
 mkdir -p "$work"
 old_engine
-old_label=$([ -f "$root/.cuda-carry-old/engine.tar.xz" ] && echo "the old engine" || echo "$old_label")
 moe_tests='*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*HostRouted*:*MoeCombine*:*SharedExpert*'
 like="${LIKE:-qwen3-30b-a3b}"
 # decode_rounds MODEL LABEL: decode of config 0 ($old) and the default ($bin), alternated.
@@ -71,8 +71,8 @@ if [ "${1:-}" = quick ]; then
     # Where this engine's decode step goes: the per-op table (eager, events around each op) and
     # ncu per kernel of a short eager run (caches flushed; fold with tools/cuda/ncu_summary.py).
     LOCKSTEP_CUDA_PROFILE=1 "$bin" bench -m "$m" --device cuda -p 16 -n 32 -r 1 >"$out/profile_$like.txt" 2>&1
-    ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1 || true)"
-    if [ -x "$ncu" ]; then
+    find_ncu
+    if [ -n "$ncu" ]; then
       LOCKSTEP_CUDA_GRAPHS=0 timeout 240 "$ncu" --clock-control none --csv --print-units base \
         --metrics gpu__time_duration.sum,dram__bytes_read.sum \
         "$bin" bench -m "$m" --device cuda -p 4 -n 3 -r 1 >"$work/ncu.csv" 2>"$out/ncu.err"

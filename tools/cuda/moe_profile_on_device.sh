@@ -84,8 +84,7 @@ if [ "$mode" = check ]; then
   exit 0
 fi
 
-ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)"
-[ -x "$ncu" ] || ncu="$(ls /usr/local/cuda/bin/ncu 2>/dev/null || true)"
+find_ncu
 note "ncu: ${ncu:-none}"
 first=1
 for spec in ${SHAPES:-qwen3-30b-a3b:12 qwen3.5-35b-a3b:12 gemma-4-26b-a4b:6 qwen3-8b:12}; do

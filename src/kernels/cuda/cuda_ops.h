@@ -223,6 +223,8 @@ struct ExpertTable {
 // True when linear_experts takes w: BF16 (16-byte aligned, K a multiple of 16) or a quantized
 // weight the fused skinny kernel reads (linear_quant_fused).
 bool linear_experts_supported(const Weight& w);
+// True when b may share an expert table (one launch's weights) with a: the same shape and format.
+bool same_expert_format(const Weight& a, const Weight& b);
 ExpertTable make_expert_table(std::span<const Weight* const> w, int64_t P);  // waits
 void free_expert_table(ExpertTable& t);
 // For every active expert e of groups (moe_group) and projection p < t.P, rows

@@ -47,6 +47,12 @@ bool linear_experts_supported(const Weight& w) {
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
 
+bool same_expert_format(const Weight& a, const Weight& b) {
+  return a.rows == b.rows && a.cols == b.cols && a.quant == b.quant && a.bits == b.bits &&
+         a.group_size == b.group_size && a.scale_dtype == b.scale_dtype &&
+         (a.quant != QuantFormat::None || a.dtype == b.dtype);
+}
+
 ExpertTable make_expert_table(std::span<const Weight* const> w, int64_t P) {
   if (P < 1 || P > lin::kMaxExpertProj || w.empty() || static_cast<int64_t>(w.size()) % P != 0)
     fail("CUDA expert table: ", w.size(), " weights for ", P, " projections per expert");
@@ -56,9 +62,7 @@ ExpertTable make_expert_table(std::span<const Weight* const> w, int64_t P) {
     if (!linear_experts_supported(x))
       fail("CUDA expert table: weight ", i, " (", x.rows, "x", x.cols,
            ") is neither BF16 nor a quantized format the skinny kernel takes");
-    if (x.rows != w0.rows || x.cols != w0.cols || x.quant != w0.quant || x.bits != w0.bits ||
-        x.group_size != w0.group_size || x.scale_dtype != w0.scale_dtype ||
-        (x.quant == QuantFormat::None && x.dtype != w0.dtype))
+    if (!same_expert_format(x, w0))
       fail("CUDA expert table: weight ", i, " (", x.rows, "x", x.cols, ", ", x.bits,
            " bits) differs in shape or format from weight 0 (", w0.rows, "x", w0.cols, ", ",
            w0.bits, " bits)");
