@@ -42,12 +42,30 @@ struct Int8Acts {
   std::vector<int8_t> qnib;
   std::vector<float> d, e;    // [M][blocks_padded]: scale and sum term, zero past `blocks`
   std::vector<int32_t> sum;   // [M][blocks_padded]: sum_k q_k, zero past `blocks`
+  // [M][blocks_padded * B] the codes in the group-interleaved order of 4-bit multi-row tiles
+  // (interleave_groups below; empty unless made): per chunk of 16 blocks, per 8-element step k
+  // of a block, 64 bytes "lo" then 64 bytes "hi"; in each, 4-byte lane j holds block 16c + j's
+  // elements 8k, 8k + 2, 8k + 4, 8k + 6 (lo) or 8k + 1, 8k + 3, 8k + 5, 8k + 7 (hi), the low and
+  // high nibbles of the weight's code word k of that group. Zero past `blocks`.
+  std::vector<int8_t> qgrp;
 
   const int8_t* row(int64_t m) const { return q.data() + m * K; }
   const int8_t* row_nib(int64_t m) const { return qnib.data() + m * K; }
+  const int8_t* row_grp(int64_t m) const { return qgrp.data() + m * blocks_padded * block; }
 };
 
 // Elements per superblock of the 4-bit order above.
 inline constexpr int64_t kNibbleBlock = 128;
+
+// The group-interleaved 4-bit tiles (cpu/linear_quant_int8.cpp) take calls of at least this many
+// rows with group sizes 32 and 64: they transpose each block of weight rows once per call, which
+// pays off across rows. Which kernel runs never changes a bit (the integer sums are exact).
+inline constexpr int64_t kInterleavedMinRows = 4;
+inline bool interleaved_groups(int64_t M, int bits, int64_t group) {
+  return M >= kInterleavedMinRows && bits == 4 && (group == 32 || group == 64);
+}
+
+// Fills a.qgrp from a.q (a quantized with block 32 or 64).
+void interleave_groups(Int8Acts& a);
 
 }  // namespace lockstep::kernels

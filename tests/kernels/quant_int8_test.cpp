@@ -34,7 +34,9 @@ struct Case {
 const Case kCases[] = {{4, 64, 37, 1024}, {4, 32, 21, 512},  {4, 128, 16, 384}, {4, 16, 9, 256},
                        {4, 256, 5, 512},  {4, 64, 3, 2176},  {8, 64, 37, 1024}, {8, 32, 21, 512},
                        {8, 128, 16, 384}, {8, 16, 9, 256},   {8, 256, 5, 512},  {4, 32, 7, 96},
-                       {8, 16, 7, 48},    {8, 32, 11, 160}};
+                       {8, 16, 7, 48},    {8, 32, 11, 160},
+                       // group-interleaved tiles: one partial chunk, a full and a partial one
+                       {4, 64, 11, 768},  {4, 64, 6, 1408},  {4, 32, 13, 640}};
 
 // Sets the quant-dot mode for one scope.
 struct QuantDotScope {
@@ -290,13 +292,21 @@ TEST(QuantInt8Linear, MultiAndGroupedEqualSeparateCalls) {
     linear_multi(x.data(), M, two, pool);
     EXPECT_TRUE(same(ya, run(x.data(), M, wa, bias.data(), 1))) << "M=" << M;
 
+    // Jobs that read the same x share its prepared codes where the group size matches (an
+    // expert's gate and up), and not where it differs.
     const auto x2 = activations(2 * 1024, 20 + M);
-    std::vector<float> ga(M * 40), gc(2 * 33);
+    std::vector<float> ga(M * 40), gc(2 * 33), gb(M * 24), gc2(M * 33), ga2(M * 40);
     const LinearJob jobs[] = {{x.data(), M, &wa, bias.data(), ga.data()},
-                              {x2.data(), 2, &wc, nullptr, gc.data()}};
+                              {x2.data(), 2, &wc, nullptr, gc.data()},
+                              {x.data(), M, &wb, nullptr, gb.data()},
+                              {x.data(), M, &wc, nullptr, gc2.data()},
+                              {x.data(), M, &wa, nullptr, ga2.data()}};
     linear_grouped(jobs, pool);
     EXPECT_TRUE(same(ga, run(x.data(), M, wa, bias.data(), 2))) << "M=" << M;
     EXPECT_TRUE(same(gc, run(x2.data(), 2, wc, nullptr, 2))) << "M=" << M;
+    EXPECT_TRUE(same(gb, run(x.data(), M, wb, nullptr, 2))) << "M=" << M;
+    EXPECT_TRUE(same(gc2, run(x.data(), M, wc, nullptr, 2))) << "M=" << M;
+    EXPECT_TRUE(same(ga2, run(x.data(), M, wa, nullptr, 2))) << "M=" << M;
   }
 }
 

@@ -98,6 +98,7 @@ fs::path scratch(const std::string& name) {
                      ("lockstep-moe-" + std::to_string(::getpid()) + "-" + name);
   fs::remove_all(d);
   fs::create_directories(d);
+  test::remove_at_exit(d);
   return d;
 }
 

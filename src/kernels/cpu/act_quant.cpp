@@ -75,6 +75,7 @@ void QuantizeActs(const float* x, int64_t M, int64_t K, int64_t block, Int8Acts&
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "core/error.h"
 #include "kernels/cpu/act_quant.h"
 
 namespace lockstep::kernels {
@@ -82,6 +83,27 @@ HWY_EXPORT(QuantizeActs);
 
 void quantize_acts(const float* x, int64_t M, int64_t K, int64_t block, Int8Acts& a) {
   HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, M, K, block, a);
+}
+
+void interleave_groups(Int8Acts& a) {
+  const int64_t B = a.block, steps = B / 8, row = a.blocks_padded * B;
+  LOCKSTEP_CHECK((B == 32 || B == 64) && a.blocks_padded % kLanes == 0);
+  a.qgrp.assign(static_cast<size_t>(a.M * row), 0);
+  for (int64_t m = 0; m < a.M; ++m) {
+    const int8_t* q = a.row(m);
+    int8_t* out = a.qgrp.data() + m * row;
+    for (int64_t g = 0; g < a.blocks; ++g) {
+      const int64_t chunk = g / kLanes, lane = g % kLanes;
+      for (int64_t k = 0; k < steps; ++k) {
+        int8_t* lo = out + (chunk * steps + k) * 128 + 4 * lane;
+        const int8_t* src = q + g * B + 8 * k;
+        for (int t = 0; t < 4; ++t) {
+          lo[t] = src[2 * t];
+          lo[64 + t] = src[2 * t + 1];
+        }
+      }
+    }
+  }
 }
 
 }  // namespace lockstep::kernels

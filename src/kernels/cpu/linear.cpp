@@ -312,13 +312,33 @@ void linear_grouped(std::span<const LinearJob> jobs, ThreadPool& pool) {
   constexpr int64_t kGrain = 16;
   const size_t n = jobs.size();
   std::vector<int64_t> start(n);
-  std::vector<QuantInput> in(n);  // what each quantized job's kernel reads besides its x
+  // What each quantized job's kernel reads besides its x, prepared once per distinct input: an
+  // expert's gate and up jobs read the same rows (decode: every job reads the one token's row).
+  // Reused across calls, like linear()'s; the workers read it through `prepared`.
+  thread_local std::vector<QuantInput> mine;
+  std::vector<QuantInput>& prepared = mine;
+  std::vector<size_t> input(n, 0);  // job i reads prepared[input[i]]
+  struct Key {
+    const float* x;
+    int64_t M, K, group;
+    bool four;
+    bool operator==(const Key&) const = default;
+  };
+  std::vector<Key> keys;  // keys[p] describes prepared[p]
   int64_t total = 0, bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     const Weight& w = *jobs[i].w;
     if (w.quant != QuantFormat::None) {
       check_quant_layout(w, "linear");
-      prepare_quant_input(jobs[i].x, jobs[i].M, w.cols, w.bits == 4, w.group_size, in[i]);
+      const Key key{jobs[i].x, jobs[i].M, w.cols, w.group_size, w.bits == 4};
+      size_t p = 0;
+      while (p < keys.size() && !(keys[p] == key)) ++p;
+      if (p == keys.size()) {
+        keys.push_back(key);
+        if (prepared.size() < keys.size()) prepared.resize(keys.size());
+        prepare_quant_input(key.x, key.M, key.K, key.four, key.group, prepared[p]);
+      }
+      input[i] = p;
     }
     bytes += w.bytes();
     start[i] = (total + kGrain - 1) / kGrain * kGrain;
@@ -340,7 +360,7 @@ void linear_grouped(std::span<const LinearJob> jobs, ThreadPool& pool) {
           const int64_t n1 = std::min(e, start[i] + N) - start[i];
           if (n0 >= n1 || j.M == 0) continue;
           if (w.quant != QuantFormat::None)
-            quant_linear_cols(j.x, in[i], j.M, w, n0, n1, j.y);
+            quant_linear_cols(j.x, prepared[input[i]], j.M, w, n0, n1, j.y);
           else
             HWY_DYNAMIC_DISPATCH(LinearCols)(j.x, j.M, w.dtype, w.data, w.cols, n0, n1, j.y, N);
           if (j.bias)

@@ -296,8 +296,12 @@ QuantDot parse_quant_dot(const char* name) {
 void prepare_quant_input(const float* x, int64_t M, int64_t K, bool any4bit, int64_t group,
                          QuantInput& in) {
   in.mode = g_quant_dot;
-  if (in.mode == QuantDot::Int8)
+  if (in.mode == QuantDot::Int8) {
     quantize_acts(x, M, K, group, in.acts);
+    in.acts.qgrp.clear();
+    if (any4bit && !in.acts.qnib.empty() && interleaved_groups(M, 4, group))
+      interleave_groups(in.acts);
+  }
   else if (any4bit)
     quant_permute_x(x, M, K, in.xperm);
 }

@@ -35,6 +35,8 @@
 #include "hwy/highway.h"
 #include "kernels/cpu/cpu_tuning.h"
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "kernels/cpu/fma_targets.h"
 #include "kernels/cpu/vec_math-inl.h"
@@ -286,15 +288,56 @@ HWY_INLINE void load_group_values(DType t, const void* p, int64_t at, int64_t va
                                   out[o]);
 }
 
-// y for R rows (m .. m+R-1) x C columns (n .. n+C-1); LPG = lanes per group in a unit's vector.
-template <int Bits, int LPG, int UPL, int R, int C>
-HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ldy) {
+// The float part of one chunk of 16 groups (quant_int8.h): for each (row, column) of the tile and
+// each group g, p = d * float(isum), then the two FMAs into lane g mod 16 of acc.
+template <int Bits, int R, int C>
+HWY_INLINE void add_chunk(const Call& c, int64_t m, int64_t n, int64_t g0, int64_t valid,
+                          const VI (&isum)[R][C][kOut], VF (&acc)[R][C][kOut]) {
   const DF df;
   const DI di;
   const Int8Acts& a = *c.a;
   const Weight& wt = *c.w;
-  const int64_t G = wt.group_size;
   const int64_t values = wt.rows * c.groups;  // scales (and biases) in the whole weight
+  VF sv[C][kOut], bv[C][kOut];
+  for (int j = 0; j < C; ++j) {
+    const int64_t at = (n + j) * c.groups + g0;
+    load_group_values(wt.scale_dtype, wt.scales, at, valid, values, sv[j]);
+    load_group_values(wt.scale_dtype, wt.biases, at, valid, values, bv[j]);
+  }
+  for (int r = 0; r < R; ++r) {
+    const int64_t at = (m + r) * a.blocks_padded + g0;
+    for (int o = 0; o < kOut; ++o) {
+      const VF dv = hn::LoadU(df, a.d.data() + at + o * kN);
+      const VF ev = hn::LoadU(df, a.e.data() + at + o * kN);
+      VI offset = hn::Zero(di);
+      if constexpr (kOffsetCodes<Bits>)
+        offset = hn::ShiftLeft<7>(hn::LoadU(di, a.sum.data() + at + o * kN));
+      for (int j = 0; j < C; ++j) {
+        VI is = isum[r][j][o];
+        if constexpr (kOffsetCodes<Bits>) is = hn::Add(is, offset);
+        const VF p = hn::Mul(dv, hn::ConvertTo(df, is));
+        acc[r][j][o] = hn::MulAdd(sv[j][o], p, acc[r][j][o]);
+        acc[r][j][o] = hn::MulAdd(bv[j][o], ev, acc[r][j][o]);
+      }
+    }
+  }
+}
+
+// y for the tile from its lanes: the fixed folding tree.
+template <int R, int C>
+HWY_INLINE void store_tile(VF (&acc)[R][C][kOut], float* y, int64_t ldy) {
+  const DF df;
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) y[r * ldy + j] = vm::fold16<kOut>(df, acc[r][j]);
+}
+
+// y for R rows (m .. m+R-1) x C columns (n .. n+C-1); LPG = lanes per group in a unit's vector.
+template <int Bits, int LPG, int UPL, int R, int C>
+HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ldy) {
+  const DF df;
+  const Int8Acts& a = *c.a;
+  const Weight& wt = *c.w;
+  const int64_t G = wt.group_size;
   const uint8_t* w = static_cast<const uint8_t*>(wt.data) + n * c.row_bytes;
   const int8_t* x[R];
   for (int r = 0; r < R; ++r) x[r] = Bits == 4 ? a.row_nib(m + r) : a.row(m + r);
@@ -319,32 +362,9 @@ HWY_NOINLINE void tile(const Call& c, int64_t m, int64_t n, float* y, int64_t ld
       chunk_sums<Bits, LPG, UPL, true>(c, w, x, u0, isum);
     else
       chunk_sums<Bits, LPG, UPL, false>(c, w, x, u0, isum);
-    VF sv[C][kOut], bv[C][kOut];
-    for (int j = 0; j < C; ++j) {
-      const int64_t at = (n + j) * c.groups + g0;
-      load_group_values(wt.scale_dtype, wt.scales, at, valid, values, sv[j]);
-      load_group_values(wt.scale_dtype, wt.biases, at, valid, values, bv[j]);
-    }
-    for (int r = 0; r < R; ++r) {
-      const int64_t at = (m + r) * a.blocks_padded + g0;
-      for (int o = 0; o < kOut; ++o) {
-        const VF dv = hn::LoadU(df, a.d.data() + at + o * kN);
-        const VF ev = hn::LoadU(df, a.e.data() + at + o * kN);
-        VI offset = hn::Zero(di);
-        if constexpr (kOffsetCodes<Bits>)
-          offset = hn::ShiftLeft<7>(hn::LoadU(di, a.sum.data() + at + o * kN));
-        for (int j = 0; j < C; ++j) {
-          VI is = isum[r][j][o];
-          if constexpr (kOffsetCodes<Bits>) is = hn::Add(is, offset);
-          const VF p = hn::Mul(dv, hn::ConvertTo(df, is));
-          acc[r][j][o] = hn::MulAdd(sv[j][o], p, acc[r][j][o]);
-          acc[r][j][o] = hn::MulAdd(bv[j][o], ev, acc[r][j][o]);
-        }
-      }
-    }
+    add_chunk<Bits, R, C>(c, m, n, g0, valid, isum, acc);
   }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j) y[r * ldy + j] = vm::fold16<kOut>(df, acc[r][j]);
+  store_tile<R, C>(acc, y, ldy);
 }
 
 // Tile shapes: enough independent accumulators to hide latency, few enough that the tree's live
@@ -369,6 +389,194 @@ void rows_block(const Call& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
   }
 }
 
+// Group-interleaved tiles: 4-bit weights of group size 32 or 64 in calls of
+// kInterleavedMinRows rows or more. The tree above adds adjacent lanes for every (row, column)
+// pair of a tile, as many shuffles as there are dot products. Here each block of weight rows is
+// transposed once per call into a scratch where 4-byte lane j of every vector holds a code word
+// of group 16c + j (Int8Acts::qgrp orders x the same way), so a group's products accumulate in
+// one lane and the 16 group sums come out with no tree, the same integers either way.
+constexpr int kGrpRows = kN >= 16 ? 4 : 2;  // activation rows per tile
+constexpr int kGrpCols = kN >= 16 ? 4 : 2;  // weight rows per tile
+
+// Rows [n0, n0 + rows) of a 4-bit weight whose groups are `steps` code words (G = 8 * steps) into
+// `out`: per row, per chunk c, per step k, 16 words, word j = word k of group 16c + j (0 past the
+// row's groups).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// On AVX-512 a chunk's 16 x steps words are one transpose network of two-table permutes
+// (vpermt2d), log2(steps) rounds of `steps` permutes. Each round halves the groups a vector holds
+// and doubles the words per group it keeps (the formulas below name each round's lane layout as
+// (group, word)); a partial last chunk is read with masked loads, so its missing groups are 0.
+struct TransposeNet {
+  __m512i first[2], second[2], last[2];
+  explicit TransposeNet(int steps) {
+    alignas(64) int32_t v[16];
+    const auto make = [&](auto lane) {
+      for (int l = 0; l < 16; ++l) v[l] = lane(l);
+      return _mm512_load_si512(v);
+    };
+    for (int h = 0; h < 2; ++h) {
+      if (steps == 8) {
+        // units (group 2u + l / 8, word l % 8) -> (group 4p + l % 4, word 4h + l / 4)
+        first[h] = make([&](int l) {
+          const int g = l & 3, d = 4 * h + (l >> 2);
+          return g < 2 ? g * 8 + d : 16 + (g - 2) * 8 + d;
+        });
+        // -> (group 8q + l % 8, word 2b + l / 8), b = 2 * (which first-round pair) + h
+        second[h] = make([&](int l) {
+          const int g = l & 7, d = 2 * h + (l >> 3);
+          return g < 4 ? g + 4 * d : 16 + (g - 4) + 4 * d;
+        });
+      } else {
+        // units (group 4u + l / 4, word l % 4) -> (group 8p + l % 8, word 2h + l / 8)
+        first[h] = make([&](int l) {
+          const int g = l & 7, d = 2 * h + (l >> 3);
+          return g < 4 ? g * 4 + d : 16 + (g - 4) * 4 + d;
+        });
+        second[h] = first[h];  // unused
+      }
+      // -> (group l, word k), k odd or even as h
+      last[h] = make([&](int l) { return l < 8 ? l + 8 * h : 16 + (l - 8) + 8 * h; });
+    }
+  }
+};
+
+void transpose_groups(const TransposeNet& net, const Weight& w, int64_t n0, int64_t rows,
+                      int64_t chunks, int steps, uint32_t* out) {
+  const int64_t groups = w.cols / w.group_size, words = w.cols / 8;
+  const uint8_t* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = src + (n0 + r) * words * 4;
+    uint32_t* o = out + r * chunks * steps * kLanes;
+    for (int64_t ch = 0; ch < chunks; ++ch, o += steps * kLanes) {
+      const uint8_t* at = row + ch * kLanes * steps * 4;
+      const int64_t have = std::min<int64_t>(kLanes, groups - ch * kLanes) * steps;  // words
+      __m512i u[8];
+      for (int i = 0; i < steps; ++i) {
+        const int64_t n = std::clamp<int64_t>(have - 16 * i, 0, 16);
+        const __mmask16 m = static_cast<__mmask16>((uint32_t{1} << n) - 1);
+        u[i] = _mm512_maskz_loadu_epi32(m, at + 64 * i);
+      }
+      if (steps == 8) {
+        __m512i v[8], x[8];
+        for (int p = 0; p < 4; ++p)
+          for (int h = 0; h < 2; ++h)
+            v[2 * p + h] = _mm512_permutex2var_epi32(u[2 * p], net.first[h], u[2 * p + 1]);
+        for (int q = 0; q < 2; ++q)
+          for (int b = 0; b < 4; ++b)
+            x[4 * q + b] = _mm512_permutex2var_epi32(v[4 * q + b / 2], net.second[b & 1],
+                                                     v[4 * q + 2 + b / 2]);
+        for (int k = 0; k < 8; ++k)
+          _mm512_storeu_si512(o + 16 * k, _mm512_permutex2var_epi32(x[k / 2], net.last[k & 1],
+                                                                    x[4 + k / 2]));
+      } else {
+        __m512i v[4];
+        for (int p = 0; p < 2; ++p)
+          for (int h = 0; h < 2; ++h)
+            v[2 * p + h] = _mm512_permutex2var_epi32(u[2 * p], net.first[h], u[2 * p + 1]);
+        for (int k = 0; k < 4; ++k)
+          _mm512_storeu_si512(o + 16 * k, _mm512_permutex2var_epi32(v[k / 2], net.last[k & 1],
+                                                                    v[2 + k / 2]));
+      }
+    }
+  }
+}
+#else
+struct TransposeNet {
+  explicit TransposeNet(int) {}
+};
+
+void transpose_groups(const TransposeNet&, const Weight& w, int64_t n0, int64_t rows,
+                      int64_t chunks, int steps, uint32_t* out) {
+  const int64_t groups = w.cols / w.group_size, words = w.cols / 8;
+  const uint8_t* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = src + (n0 + r) * words * 4;
+    uint32_t* o = out + r * chunks * steps * kLanes;
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t valid = std::min<int64_t>(kLanes, groups - ch * kLanes);
+      for (int k = 0; k < steps; ++k, o += kLanes) {
+        for (int64_t j = 0; j < valid; ++j)
+          std::memcpy(o + j, row + ((ch * kLanes + j) * steps + k) * 4, 4);
+        for (int64_t j = valid; j < kLanes; ++j) o[j] = 0;
+      }
+    }
+  }
+}
+#endif
+
+// y for R rows (m ..) x C columns (n ..) from the transposed codes of column n at `wt` (rows of
+// `stride` words).
+template <int Steps, int R, int C>
+HWY_NOINLINE void tile_grp(const Call& c, const uint32_t* wt, int64_t stride, int64_t m,
+                           int64_t n, float* y, int64_t ldy) {
+  const DF df;
+  const DB db;
+  const hn::Repartition<int8_t, DI> ds;
+  const Int8Acts& a = *c.a;
+  const int8_t* x[R];
+  for (int r = 0; r < R; ++r) x[r] = a.row_grp(m + r);
+  VF acc[R][C][kOut];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j)
+      for (int o = 0; o < kOut; ++o) acc[r][j][o] = hn::Zero(df);
+  const VB mask = hn::Set(db, uint8_t{15});
+  const int64_t chunks = a.blocks_padded / kChunk;
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    VI isum[R][C][kOut];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < C; ++j)
+        for (int o = 0; o < kOut; ++o) isum[r][j][o] = hn::Zero(DI());
+    for (int o = 0; o < kOut; ++o)
+      for (int k = 0; k < Steps; ++k) {
+        const int64_t step = ch * Steps + k;
+        VB xlo[R], xhi[R];
+        for (int r = 0; r < R; ++r) {
+          const int8_t* p = x[r] + step * 128 + o * kN * 4;
+          xlo[r] = hn::BitCast(db, hn::LoadU(ds, p));
+          xhi[r] = hn::BitCast(db, hn::LoadU(ds, p + 64));
+        }
+        for (int j = 0; j < C; ++j) {
+          const VB v = hn::BitCast(
+              db, hn::LoadU(DI(), reinterpret_cast<const int32_t*>(wt + j * stride +
+                                                                   step * kLanes + o * kN)));
+          const VB lo = hn::And(v, mask), hi = hn::And(hn::ShiftRight<4>(v), mask);
+          for (int r = 0; r < R; ++r)
+            isum[r][j][o] = dot4_pair(isum[r][j][o], lo, xlo[r], hi, xhi[r]);
+        }
+      }
+    const int64_t g0 = ch * kChunk;
+    add_chunk<4, R, C>(c, m, n, g0, std::min<int64_t>(kChunk, c.groups - g0), isum, acc);
+  }
+  store_tile<R, C>(acc, y, ldy);
+}
+
+template <int Steps>
+void grp_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
+  const int64_t M = c.a->M, N = c.w->rows;
+  const int64_t chunks = c.a->blocks_padded / kChunk, stride = chunks * Steps * kLanes;
+  constexpr int64_t kColBlock = 64;  // the block's transposed codes stay in L2 for every row tile
+  thread_local std::vector<uint32_t> scratch;
+  scratch.resize(static_cast<size_t>(kColBlock * stride));
+  const TransposeNet net(Steps);
+  for (int64_t nb = n0; nb < n1; nb += kColBlock) {
+    const int64_t ne = std::min(n1, nb + kColBlock);
+    transpose_groups(net, *c.w, nb, ne - nb, chunks, Steps, scratch.data());
+    const auto at = [&](int64_t n) { return scratch.data() + (n - nb) * stride; };
+    constexpr int R = kGrpRows, C = kGrpCols;
+    int64_t m = 0;
+    for (; m + R <= M; m += R) {
+      int64_t n = nb;
+      for (; n + C <= ne; n += C) tile_grp<Steps, R, C>(c, at(n), stride, m, n, y + m * N + n, N);
+      for (; n < ne; ++n) tile_grp<Steps, R, 1>(c, at(n), stride, m, n, y + m * N + n, N);
+    }
+    for (; m < M; ++m) {
+      int64_t n = nb;
+      for (; n + C <= ne; n += C) tile_grp<Steps, 1, C>(c, at(n), stride, m, n, y + m * N + n, N);
+      for (; n < ne; ++n) tile_grp<Steps, 1, 1>(c, at(n), stride, m, n, y + m * N + n, N);
+    }
+  }
+}
+
 template <int Bits, int LPG, int UPL>
 void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
   const int64_t M = c.a->M;
@@ -383,6 +591,12 @@ void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
       case 1: return rows_block<Bits, LPG, UPL, 1, 1>(c, 0, 1, n0, n1, y);
       case 2: return rows_block<Bits, LPG, UPL, 1, 2>(c, 0, 1, n0, n1, y);
       default: return rows_block<Bits, LPG, UPL, 1, kGemvCols>(c, 0, 1, n0, n1, y);
+    }
+  }
+  if constexpr (Bits == 4) {
+    if (!c.a->qgrp.empty()) {  // made for group sizes 32 and 64 only (interleaved_groups)
+      if (c.w->group_size == 32) return grp_cols<4>(c, n0, n1, y);
+      if (c.w->group_size == 64) return grp_cols<8>(c, n0, n1, y);
     }
   }
   constexpr int64_t kColBlock = 64;  // the block's codes stay in L2 while every row tile passes
