@@ -57,12 +57,11 @@ struct Int8Acts {
 // Elements per superblock of the 4-bit order above.
 inline constexpr int64_t kNibbleBlock = 128;
 
-// The group-interleaved 4-bit tiles (cpu/linear_quant_int8.cpp) take calls of at least this many
-// rows with group sizes 32 and 64: they transpose each block of weight rows once per call, which
-// pays off across rows. Which kernel runs never changes a bit (the integer sums are exact).
-inline constexpr int64_t kInterleavedMinRows = 4;
-inline bool interleaved_groups(int64_t M, int bits, int64_t group) {
-  return M >= kInterleavedMinRows && bits == 4 && (group == 32 || group == 64);
+// Weights the group-interleaved tiles of cpu/linear_quant_int8.cpp take (in calls of
+// cpu_tuning.h's interleaved_min_rows() rows or more): 4-bit codes in groups of 32 or 64.
+// Which kernel runs never changes a bit (the integer sums are exact).
+inline bool interleaved_groups(int bits, int64_t group) {
+  return bits == 4 && (group == 32 || group == 64);
 }
 
 // Fills a.qgrp from a.q (a quantized with block 32 or 64).

@@ -199,6 +199,36 @@ TEST(QuantInt8Linear, OneRowTuningChoicesGiveTheOraclesBits) {
   set_gemv_prefetch(bytes0, locality0);
 }
 
+// The group-interleaved 4-bit tiles (group sizes 32 and 64) forced on every call, down to one
+// row, and turned off: the oracle's bits either way, on every target, at tile remainders of
+// rows and columns and partial chunks of groups.
+TEST(QuantInt8Linear, InterleavedTilesAndLaneTreesGiveTheOraclesBits) {
+  QuantDotScope mode(QuantDot::Int8);
+  const int64_t before = interleaved_min_rows();
+  for (const Case& c : {Case{4, 64, 37, 1024}, Case{4, 64, 11, 768}, Case{4, 64, 6, 1408},
+                        Case{4, 32, 13, 640}, Case{4, 32, 21, 512}}) {
+    const QuantizedMatrix q = quantized(c, DType::BF16, 12);
+    const Weight w = q.view();
+    const int64_t M = 9;
+    const auto x = activations(M * c.K, 13);
+    const auto want = oracle(x.data(), M, w, nullptr);
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      for (int64_t min_rows : {int64_t{0}, int64_t{1}})
+        for (int64_t rows = 1; rows <= M; ++rows) {
+          set_interleaved_min_rows(min_rows);
+          const auto y = run(x.data(), rows, w, nullptr, 2);
+          set_interleaved_min_rows(before);
+          ASSERT_TRUE(test::same_bits(y.data(), want.data(), rows * c.N))
+              << "g" << c.group << " K=" << c.K << " N=" << c.N << " rows " << rows
+              << (min_rows ? " interleaved" : " lane trees") << " target "
+              << hwy::TargetName(target);
+        }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
 TEST(QuantInt8Linear, RowsAreIndependentOfBatchOffsetAndThreads) {
   QuantDotScope mode(QuantDot::Int8);
   for (const Case& c : {Case{4, 64, 40, 1024}, Case{8, 32, 24, 512}, Case{4, 128, 19, 384}}) {

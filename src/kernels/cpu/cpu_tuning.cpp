@@ -90,6 +90,18 @@ int read_gemv_rows() {
   fail("LOCKSTEP_CPU_GEMV_ROWS=", v, ": expected 1, 2, 4 or 8");
 }
 
+// Below 4 rows the transpose costs about what the lane trees it saves do (a 64-row block's codes
+// are transposed once per call and shared by the call's rows).
+int64_t read_interleaved_min_rows() {
+  const char* v = std::getenv("LOCKSTEP_CPU_INTERLEAVED_MIN_ROWS");
+  if (!v || !*v) return 4;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end != '\0' || n < 0)
+    fail("LOCKSTEP_CPU_INTERLEAVED_MIN_ROWS=", v, ": expected a row count (0: never)");
+  return n;
+}
+
 }  // namespace
 
 std::atomic<int>& gemv_rows() {
@@ -116,6 +128,16 @@ std::atomic<int>& prefetch_locality() {
 
 int64_t gemv_prefetch_bytes() { return prefetch_bytes().load(std::memory_order_relaxed); }
 int gemv_prefetch_locality() { return prefetch_locality().load(std::memory_order_relaxed); }
+
+std::atomic<int64_t>& interleaved_rows() {
+  static std::atomic<int64_t> rows{read_interleaved_min_rows()};
+  return rows;
+}
+int64_t interleaved_min_rows() { return interleaved_rows().load(std::memory_order_relaxed); }
+void set_interleaved_min_rows(int64_t rows) {
+  if (rows < 0) fail("set_interleaved_min_rows: ", rows, " rows (expected >= 0)");
+  interleaved_rows() = rows;
+}
 
 void set_gemv_prefetch(int64_t bytes, int locality) {
   if (bytes < 0 || locality < 0 || locality > 3)

@@ -24,5 +24,10 @@ int gemv_tile_rows_up_to(int widest);
 void set_gemv_tile_rows(int rows);  // tests: every choice must give the oracle's bits
 // Overrides both (tests: every choice must give the oracle's bits). locality 0..3.
 void set_gemv_prefetch(int64_t bytes, int locality);
+// Calls of at least this many rows take the int8 quant dot's group-interleaved 4-bit tiles
+// (linear_quant_int8.cpp), which transpose each block of weight rows once per call
+// (LOCKSTEP_CPU_INTERLEAVED_MIN_ROWS; 0 never; default 4).
+int64_t interleaved_min_rows();
+void set_interleaved_min_rows(int64_t rows);  // tests
 
 }  // namespace lockstep::kernels

@@ -299,7 +299,9 @@ void prepare_quant_input(const float* x, int64_t M, int64_t K, bool any4bit, int
   if (in.mode == QuantDot::Int8) {
     quantize_acts(x, M, K, group, in.acts);
     in.acts.qgrp.clear();
-    if (any4bit && !in.acts.qnib.empty() && interleaved_groups(M, 4, group))
+    const int64_t min_rows = interleaved_min_rows();
+    if (any4bit && !in.acts.qnib.empty() && interleaved_groups(4, group) && min_rows > 0 &&
+        M >= min_rows)
       interleave_groups(in.acts);
   }
   else if (any4bit)
