@@ -42,12 +42,14 @@ struct Int8Acts {
   std::vector<int8_t> qnib;
   std::vector<float> d, e;    // [M][blocks_padded]: scale and sum term, zero past `blocks`
   std::vector<int32_t> sum;   // [M][blocks_padded]: sum_k q_k, zero past `blocks`
-  // [M][blocks_padded * B] the codes in the group-interleaved order of 4-bit multi-row tiles
-  // (interleave_groups below; empty unless made): per chunk of 16 blocks, per 8-element step k
-  // of a block, 64 bytes "lo" then 64 bytes "hi"; in each, 4-byte lane j holds block 16c + j's
-  // elements 8k, 8k + 2, 8k + 4, 8k + 6 (lo) or 8k + 1, 8k + 3, 8k + 5, 8k + 7 (hi), the low and
-  // high nibbles of the weight's code word k of that group. Zero past `blocks`.
+  // [M][blocks_padded * B] the codes in the group-interleaved order of multi-row tiles for
+  // weights of `grp_bits` (interleave_groups below; empty unless made). Per chunk of 16 blocks,
+  // per code word k of a weight group (8 elements at 4 bits, 4 at 8), 4-byte lane j holds block
+  // 16c + j's elements of that word: at 8 bits elements 4k .. 4k + 3 (64 bytes a word); at 4 bits
+  // 64 bytes "lo" with elements 8k, 8k + 2, 8k + 4, 8k + 6 (the low nibbles), then 64 bytes "hi"
+  // with 8k + 1, 8k + 3, 8k + 5, 8k + 7. Zero past `blocks`.
   std::vector<int8_t> qgrp;
+  int grp_bits = 0;
 
   const int8_t* row(int64_t m) const { return q.data() + m * K; }
   const int8_t* row_nib(int64_t m) const { return qnib.data() + m * K; }
@@ -58,13 +60,16 @@ struct Int8Acts {
 inline constexpr int64_t kNibbleBlock = 128;
 
 // Weights the group-interleaved tiles of cpu/linear_quant_int8.cpp take (in calls of
-// cpu_tuning.h's interleaved_min_rows() rows or more): 4-bit codes in groups of 32 or 64.
-// Which kernel runs never changes a bit (the integer sums are exact).
+// cpu_tuning.h's interleaved_min_rows() rows or more): groups of 4, 8 or 16 code words (4-bit
+// groups of 32, 64, 128; 8-bit of 16, 32, 64). Which kernel runs never changes a bit (the integer
+// sums are exact).
 inline bool interleaved_groups(int bits, int64_t group) {
-  return bits == 4 && (group == 32 || group == 64);
+  const int64_t words = group * bits / 32;
+  return (bits == 4 || bits == 8) && group * bits % 32 == 0 &&
+         (words == 4 || words == 8 || words == 16);
 }
 
-// Fills a.qgrp from a.q (a quantized with block 32 or 64).
-void interleave_groups(Int8Acts& a);
+// Fills a.qgrp from a.q for weights of `bits` (interleaved_groups(bits, a.block) holds).
+void interleave_groups(Int8Acts& a, int bits);
 
 }  // namespace lockstep::kernels

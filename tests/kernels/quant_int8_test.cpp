@@ -199,14 +199,16 @@ TEST(QuantInt8Linear, OneRowTuningChoicesGiveTheOraclesBits) {
   set_gemv_prefetch(bytes0, locality0);
 }
 
-// The group-interleaved 4-bit tiles (group sizes 32 and 64) forced on every call, down to one
-// row, and turned off: the oracle's bits either way, on every target, at tile remainders of
-// rows and columns and partial chunks of groups.
+// The group-interleaved tiles (groups of 4, 8 or 16 code words: 4-bit 32..128, 8-bit 16..64)
+// forced on every call, down to one row, and turned off: the oracle's bits either way, on every
+// target, at tile remainders of rows and columns and partial chunks of groups.
 TEST(QuantInt8Linear, InterleavedTilesAndLaneTreesGiveTheOraclesBits) {
   QuantDotScope mode(QuantDot::Int8);
   const int64_t before = interleaved_min_rows();
-  for (const Case& c : {Case{4, 64, 37, 1024}, Case{4, 64, 11, 768}, Case{4, 64, 6, 1408},
-                        Case{4, 32, 13, 640}, Case{4, 32, 21, 512}}) {
+  for (const Case& c :
+       {Case{4, 64, 37, 1024}, Case{4, 64, 11, 768}, Case{4, 64, 6, 1408}, Case{4, 32, 13, 640},
+        Case{4, 32, 21, 512}, Case{4, 128, 9, 2304}, Case{8, 64, 37, 1024}, Case{8, 64, 7, 768},
+        Case{8, 32, 13, 640}, Case{8, 16, 10, 320}, Case{4, 128, 5, 384}}) {
     const QuantizedMatrix q = quantized(c, DType::BF16, 12);
     const Weight w = q.view();
     const int64_t M = 9;

@@ -85,21 +85,27 @@ void quantize_acts(const float* x, int64_t M, int64_t K, int64_t block, Int8Acts
   HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, M, K, block, a);
 }
 
-void interleave_groups(Int8Acts& a) {
-  const int64_t B = a.block, steps = B / 8, row = a.blocks_padded * B;
-  LOCKSTEP_CHECK((B == 32 || B == 64) && a.blocks_padded % kLanes == 0);
+void interleave_groups(Int8Acts& a, int bits) {
+  const int64_t B = a.block, per_word = 32 / bits, words = B / per_word, row = a.blocks_padded * B;
+  const int64_t word_bytes = bits == 4 ? 128 : 64;  // qgrp bytes per word of a chunk
+  LOCKSTEP_CHECK(interleaved_groups(bits, B) && a.blocks_padded % kLanes == 0);
+  a.grp_bits = bits;
   a.qgrp.assign(static_cast<size_t>(a.M * row), 0);
   for (int64_t m = 0; m < a.M; ++m) {
     const int8_t* q = a.row(m);
     int8_t* out = a.qgrp.data() + m * row;
     for (int64_t g = 0; g < a.blocks; ++g) {
       const int64_t chunk = g / kLanes, lane = g % kLanes;
-      for (int64_t k = 0; k < steps; ++k) {
-        int8_t* lo = out + (chunk * steps + k) * 128 + 4 * lane;
-        const int8_t* src = q + g * B + 8 * k;
+      for (int64_t k = 0; k < words; ++k) {
+        int8_t* o = out + (chunk * words + k) * word_bytes + 4 * lane;
+        const int8_t* src = q + g * B + k * per_word;
         for (int t = 0; t < 4; ++t) {
-          lo[t] = src[2 * t];
-          lo[64 + t] = src[2 * t + 1];
+          if (bits == 4) {
+            o[t] = src[2 * t];           // the low nibble of the word's byte t
+            o[64 + t] = src[2 * t + 1];  // the high nibble
+          } else {
+            o[t] = src[t];
+          }
         }
       }
     }

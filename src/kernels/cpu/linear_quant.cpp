@@ -298,11 +298,15 @@ void prepare_quant_input(const float* x, int64_t M, int64_t K, bool any4bit, int
   in.mode = g_quant_dot;
   if (in.mode == QuantDot::Int8) {
     quantize_acts(x, M, K, group, in.acts);
+    // The group-interleaved order for one code width: 4-bit where any weight is (a mixed call's
+    // 8-bit weights then take the lane trees), else 8-bit.
     in.acts.qgrp.clear();
+    in.acts.grp_bits = 0;
     const int64_t min_rows = interleaved_min_rows();
-    if (any4bit && !in.acts.qnib.empty() && interleaved_groups(4, group) && min_rows > 0 &&
-        M >= min_rows)
-      interleave_groups(in.acts);
+    const int bits = any4bit ? 4 : 8;
+    if (min_rows > 0 && M >= min_rows && interleaved_groups(bits, group) &&
+        (bits == 8 || !in.acts.qnib.empty()))
+      interleave_groups(in.acts, bits);
   }
   else if (any4bit)
     quant_permute_x(x, M, K, in.xperm);

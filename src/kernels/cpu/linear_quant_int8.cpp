@@ -389,117 +389,96 @@ void rows_block(const Call& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
   }
 }
 
-// Group-interleaved tiles: 4-bit weights of group size 32 or 64 in calls of
-// interleaved_min_rows() rows or more (cpu_tuning.h). The tree above adds adjacent lanes for every (row, column)
-// pair of a tile, as many shuffles as there are dot products. Here each block of weight rows is
+// Group-interleaved tiles: weights whose groups are 4, 8 or 16 code words (interleaved_groups in
+// quant_int8.h) in calls of interleaved_min_rows() rows or more (cpu_tuning.h). The tree above
+// adds adjacent lanes for every (row, column) pair of a tile, as many shuffles as there are dot
+// products (three times as many for 8-bit groups of 64). Here each block of weight rows is
 // transposed once per call into a scratch where 4-byte lane j of every vector holds a code word
 // of group 16c + j (Int8Acts::qgrp orders x the same way), so a group's products accumulate in
-// one lane and the 16 group sums come out with no tree, the same integers either way.
+// one lane and the 16 group sums come out with no tree: the same integers either way.
 // 3 x 4 on AVX-512: 12 group-sum and 12 float accumulators stay in the 32 registers with the
 // activations and codes of a step (4 x 4 spilled; on the AMD VM 3 x 4 measured 92-98 tok/s of
 // 4-bit Qwen3-1.7B prefill against 80-86 for 4 x 4, 2 x 4 and 2 x 8 in between).
 constexpr int kGrpRows = kN >= 16 ? 3 : 2;  // activation rows per tile
 constexpr int kGrpCols = kN >= 16 ? 4 : 2;  // weight rows per tile
 
-// Rows [n0, n0 + rows) of a 4-bit weight whose groups are `steps` code words (G = 8 * steps) into
-// `out`: per row, per chunk c, per step k, 16 words, word j = word k of group 16c + j (0 past the
-// row's groups).
+// Rows [n0, n0 + rows) of a weight whose groups are W code words into `out`: per row, per chunk
+// c, per word k, 16 words, word j = word k of group 16c + j (0 past the row's groups).
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-// On AVX-512 a chunk's 16 x steps words are one transpose network of two-table permutes
-// (vpermt2d), log2(steps) rounds of `steps` permutes. Each round halves the groups a vector holds
-// and doubles the words per group it keeps (the formulas below name each round's lane layout as
-// (group, word)); a partial last chunk is read with masked loads, so its missing groups are 0.
+// On AVX-512 a chunk's 16 x W words are W vectors and one transpose network of two-table
+// permutes (vpermt2d): log2(W) rounds of W permutes. Each round pairs vectors holding the same
+// words of adjacent group ranges and makes two that hold both ranges and half the words each; a
+// partial last chunk is read with masked loads, so its missing groups are 0.
+template <int W>
 struct TransposeNet {
-  __m512i first[2], second[2], last[2];
-  explicit TransposeNet(int steps) {
-    alignas(64) int32_t v[16];
-    const auto make = [&](auto lane) {
-      for (int l = 0; l < 16; ++l) v[l] = lane(l);
-      return _mm512_load_si512(v);
-    };
-    for (int h = 0; h < 2; ++h) {
-      if (steps == 8) {
-        // units (group 2u + l / 8, word l % 8) -> (group 4p + l % 4, word 4h + l / 4)
-        first[h] = make([&](int l) {
-          const int g = l & 3, d = 4 * h + (l >> 2);
-          return g < 2 ? g * 8 + d : 16 + (g - 2) * 8 + d;
-        });
-        // -> (group 8q + l % 8, word 2b + l / 8), b = 2 * (which first-round pair) + h
-        second[h] = make([&](int l) {
-          const int g = l & 7, d = 2 * h + (l >> 3);
-          return g < 4 ? g + 4 * d : 16 + (g - 4) + 4 * d;
-        });
-      } else {
-        // units (group 4u + l / 4, word l % 4) -> (group 8p + l % 8, word 2h + l / 8)
-        first[h] = make([&](int l) {
-          const int g = l & 7, d = 2 * h + (l >> 3);
-          return g < 4 ? g * 4 + d : 16 + (g - 4) * 4 + d;
-        });
-        second[h] = first[h];  // unused
+  static constexpr int kRounds = W == 4 ? 2 : W == 8 ? 3 : 4;
+  __m512i index[kRounds][2];
+  TransposeNet() {
+    // Layout of a round's input: n groups x m words per vector, lane = group * m + word (the
+    // loaded units) or group + n * word (after a round).
+    int n = kLanes / W, m = W;
+    for (int r = 0; r < kRounds; ++r, n *= 2, m /= 2)
+      for (int h = 0; h < 2; ++h) {
+        alignas(64) int32_t v[kLanes];
+        for (int l = 0; l < kLanes; ++l) {
+          const int g = l % (2 * n), word = h * (m / 2) + l / (2 * n);  // output lane l
+          const int local = g % n, lane = r == 0 ? local * m + word : local + n * word;
+          v[l] = (g < n ? 0 : kLanes) + lane;
+        }
+        index[r][h] = _mm512_load_si512(v);
       }
-      // -> (group l, word k), k odd or even as h
-      last[h] = make([&](int l) { return l < 8 ? l + 8 * h : 16 + (l - 8) + 8 * h; });
-    }
   }
 };
 
-void transpose_groups(const TransposeNet& net, const Weight& w, int64_t n0, int64_t rows,
-                      int64_t chunks, int steps, uint32_t* out) {
-  const int64_t groups = w.cols / w.group_size, words = w.cols / 8;
+template <int W>
+void transpose_groups(const TransposeNet<W>& net, const Weight& w, int64_t n0, int64_t rows,
+                      int64_t chunks, uint32_t* out) {
+  const int64_t groups = w.cols / w.group_size, row_bytes = w.cols * w.bits / 8;
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = src + (n0 + r) * words * 4;
-    uint32_t* o = out + r * chunks * steps * kLanes;
-    for (int64_t ch = 0; ch < chunks; ++ch, o += steps * kLanes) {
-      const uint8_t* at = row + ch * kLanes * steps * 4;
-      const int64_t have = std::min<int64_t>(kLanes, groups - ch * kLanes) * steps;  // words
-      __m512i u[8];
-      for (int i = 0; i < steps; ++i) {
+    const uint8_t* row = src + (n0 + r) * row_bytes;
+    uint32_t* o = out + r * chunks * W * kLanes;
+    for (int64_t ch = 0; ch < chunks; ++ch, o += W * kLanes) {
+      const uint8_t* at = row + ch * kLanes * W * 4;
+      const int64_t have = std::min<int64_t>(kLanes, groups - ch * kLanes) * W;  // words
+      __m512i v[W];  // v[gb * WB + wb]: group block gb, word block wb
+      for (int i = 0; i < W; ++i) {
         const int64_t n = std::clamp<int64_t>(have - 16 * i, 0, 16);
-        const __mmask16 m = static_cast<__mmask16>((uint32_t{1} << n) - 1);
-        u[i] = _mm512_maskz_loadu_epi32(m, at + 64 * i);
+        v[i] = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((uint32_t{1} << n) - 1),
+                                        at + 64 * i);
       }
-      if (steps == 8) {
-        __m512i v[8], x[8];
-        for (int p = 0; p < 4; ++p)
-          for (int h = 0; h < 2; ++h)
-            v[2 * p + h] = _mm512_permutex2var_epi32(u[2 * p], net.first[h], u[2 * p + 1]);
-        for (int q = 0; q < 2; ++q)
-          for (int b = 0; b < 4; ++b)
-            x[4 * q + b] = _mm512_permutex2var_epi32(v[4 * q + b / 2], net.second[b & 1],
-                                                     v[4 * q + 2 + b / 2]);
-        for (int k = 0; k < 8; ++k)
-          _mm512_storeu_si512(o + 16 * k, _mm512_permutex2var_epi32(x[k / 2], net.last[k & 1],
-                                                                    x[4 + k / 2]));
-      } else {
-        __m512i v[4];
-        for (int p = 0; p < 2; ++p)
-          for (int h = 0; h < 2; ++h)
-            v[2 * p + h] = _mm512_permutex2var_epi32(u[2 * p], net.first[h], u[2 * p + 1]);
-        for (int k = 0; k < 4; ++k)
-          _mm512_storeu_si512(o + 16 * k, _mm512_permutex2var_epi32(v[k / 2], net.last[k & 1],
-                                                                    v[2 + k / 2]));
+      int blocks = W;  // group blocks; W / blocks word blocks
+      for (int rd = 0; rd < TransposeNet<W>::kRounds; ++rd, blocks /= 2) {
+        const int wb_count = W / blocks;
+        __m512i t[W];
+        for (int gb = 0; gb < blocks / 2; ++gb)
+          for (int wb = 0; wb < wb_count; ++wb)
+            for (int h = 0; h < 2; ++h)
+              t[gb * 2 * wb_count + 2 * wb + h] = _mm512_permutex2var_epi32(
+                  v[2 * gb * wb_count + wb], net.index[rd][h], v[(2 * gb + 1) * wb_count + wb]);
+        for (int i = 0; i < W; ++i) v[i] = t[i];
       }
+      for (int k = 0; k < W; ++k) _mm512_storeu_si512(o + kLanes * k, v[k]);
     }
   }
 }
 #else
-struct TransposeNet {
-  explicit TransposeNet(int) {}
-};
+template <int W>
+struct TransposeNet {};
 
-void transpose_groups(const TransposeNet&, const Weight& w, int64_t n0, int64_t rows,
-                      int64_t chunks, int steps, uint32_t* out) {
-  const int64_t groups = w.cols / w.group_size, words = w.cols / 8;
+template <int W>
+void transpose_groups(const TransposeNet<W>&, const Weight& w, int64_t n0, int64_t rows,
+                      int64_t chunks, uint32_t* out) {
+  const int64_t groups = w.cols / w.group_size, row_bytes = w.cols * w.bits / 8;
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = src + (n0 + r) * words * 4;
-    uint32_t* o = out + r * chunks * steps * kLanes;
+    const uint8_t* row = src + (n0 + r) * row_bytes;
+    uint32_t* o = out + r * chunks * W * kLanes;
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t valid = std::min<int64_t>(kLanes, groups - ch * kLanes);
-      for (int k = 0; k < steps; ++k, o += kLanes) {
+      for (int k = 0; k < W; ++k, o += kLanes) {
         for (int64_t j = 0; j < valid; ++j)
-          std::memcpy(o + j, row + ((ch * kLanes + j) * steps + k) * 4, 4);
+          std::memcpy(o + j, row + ((ch * kLanes + j) * W + k) * 4, 4);
         for (int64_t j = valid; j < kLanes; ++j) o[j] = 0;
       }
     }
@@ -508,13 +487,14 @@ void transpose_groups(const TransposeNet&, const Weight& w, int64_t n0, int64_t 
 #endif
 
 // y for R rows (m ..) x C columns (n ..) from the transposed codes of column n at `wt` (rows of
-// `stride` words).
-template <int Steps, int R, int C>
+// `stride` words); W code words per group.
+template <int Bits, int W, int R, int C>
 HWY_NOINLINE void tile_grp(const Call& c, const uint32_t* wt, int64_t stride, int64_t m,
                            int64_t n, float* y, int64_t ldy) {
   const DF df;
   const DB db;
   const hn::Repartition<int8_t, DI> ds;
+  constexpr int64_t kStepBytes = Bits == 4 ? 128 : 64;  // x per word: lo + hi, or the bytes
   const Int8Acts& a = *c.a;
   const int8_t* x[R];
   for (int r = 0; r < R; ++r) x[r] = a.row_grp(m + r);
@@ -530,52 +510,58 @@ HWY_NOINLINE void tile_grp(const Call& c, const uint32_t* wt, int64_t stride, in
       for (int j = 0; j < C; ++j)
         for (int o = 0; o < kOut; ++o) isum[r][j][o] = hn::Zero(DI());
     for (int o = 0; o < kOut; ++o)
-      for (int k = 0; k < Steps; ++k) {
-        const int64_t step = ch * Steps + k;
-        VB xlo[R], xhi[R];
+      for (int k = 0; k < W; ++k) {
+        const int64_t step = ch * W + k;
+        VB xa[R], xb[R];  // 4-bit: x of the low and high nibbles; 8-bit: xa only
         for (int r = 0; r < R; ++r) {
-          const int8_t* p = x[r] + step * 128 + o * kN * 4;
-          xlo[r] = hn::BitCast(db, hn::LoadU(ds, p));
-          xhi[r] = hn::BitCast(db, hn::LoadU(ds, p + 64));
+          const int8_t* p = x[r] + step * kStepBytes + o * kN * 4;
+          xa[r] = hn::BitCast(db, hn::LoadU(ds, p));
+          if constexpr (Bits == 4) xb[r] = hn::BitCast(db, hn::LoadU(ds, p + 64));
         }
         for (int j = 0; j < C; ++j) {
           const VB v = hn::BitCast(
               db, hn::LoadU(DI(), reinterpret_cast<const int32_t*>(wt + j * stride +
                                                                    step * kLanes + o * kN)));
-          const VB lo = hn::And(v, mask), hi = hn::And(hn::ShiftRight<4>(v), mask);
-          for (int r = 0; r < R; ++r)
-            isum[r][j][o] = dot4_pair(isum[r][j][o], lo, xlo[r], hi, xhi[r]);
+          if constexpr (Bits == 4) {
+            const VB lo = hn::And(v, mask), hi = hn::And(hn::ShiftRight<4>(v), mask);
+            for (int r = 0; r < R; ++r)
+              isum[r][j][o] = dot4_pair(isum[r][j][o], lo, xa[r], hi, xb[r]);
+          } else {
+            for (int r = 0; r < R; ++r) isum[r][j][o] = dot4_u8(isum[r][j][o], v, xa[r]);
+          }
         }
       }
     const int64_t g0 = ch * kChunk;
-    add_chunk<4, R, C>(c, m, n, g0, std::min<int64_t>(kChunk, c.groups - g0), isum, acc);
+    add_chunk<Bits, R, C>(c, m, n, g0, std::min<int64_t>(kChunk, c.groups - g0), isum, acc);
   }
   store_tile<R, C>(acc, y, ldy);
 }
 
-template <int Steps>
+template <int Bits, int W>
 void grp_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
   const int64_t M = c.a->M, N = c.w->rows;
-  const int64_t chunks = c.a->blocks_padded / kChunk, stride = chunks * Steps * kLanes;
+  const int64_t chunks = c.a->blocks_padded / kChunk, stride = chunks * W * kLanes;
   constexpr int64_t kColBlock = 64;  // the block's transposed codes stay in L2 for every row tile
   thread_local std::vector<uint32_t> scratch;
   scratch.resize(static_cast<size_t>(kColBlock * stride));
-  const TransposeNet net(Steps);
+  const TransposeNet<W> net;
   for (int64_t nb = n0; nb < n1; nb += kColBlock) {
     const int64_t ne = std::min(n1, nb + kColBlock);
-    transpose_groups(net, *c.w, nb, ne - nb, chunks, Steps, scratch.data());
+    transpose_groups<W>(net, *c.w, nb, ne - nb, chunks, scratch.data());
     const auto at = [&](int64_t n) { return scratch.data() + (n - nb) * stride; };
     constexpr int R = kGrpRows, C = kGrpCols;
     int64_t m = 0;
     for (; m + R <= M; m += R) {
       int64_t n = nb;
-      for (; n + C <= ne; n += C) tile_grp<Steps, R, C>(c, at(n), stride, m, n, y + m * N + n, N);
-      for (; n < ne; ++n) tile_grp<Steps, R, 1>(c, at(n), stride, m, n, y + m * N + n, N);
+      for (; n + C <= ne; n += C)
+        tile_grp<Bits, W, R, C>(c, at(n), stride, m, n, y + m * N + n, N);
+      for (; n < ne; ++n) tile_grp<Bits, W, R, 1>(c, at(n), stride, m, n, y + m * N + n, N);
     }
     for (; m < M; ++m) {
       int64_t n = nb;
-      for (; n + C <= ne; n += C) tile_grp<Steps, 1, C>(c, at(n), stride, m, n, y + m * N + n, N);
-      for (; n < ne; ++n) tile_grp<Steps, 1, 1>(c, at(n), stride, m, n, y + m * N + n, N);
+      for (; n + C <= ne; n += C)
+        tile_grp<Bits, W, 1, C>(c, at(n), stride, m, n, y + m * N + n, N);
+      for (; n < ne; ++n) tile_grp<Bits, W, 1, 1>(c, at(n), stride, m, n, y + m * N + n, N);
     }
   }
 }
@@ -583,11 +569,13 @@ void grp_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
 template <int Bits, int LPG, int UPL>
 void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
   const int64_t M = c.a->M;
-  if constexpr (Bits == 4) {
-    if (!c.a->qgrp.empty()) {  // made for calls of interleaved_min_rows() rows or more,
-                               // group sizes 32 and 64 (interleaved_groups)
-      if (c.w->group_size == 32) return grp_cols<4>(c, n0, n1, y);
-      if (c.w->group_size == 64) return grp_cols<8>(c, n0, n1, y);
+  // qgrp: made for calls of interleaved_min_rows() rows or more, in one code width's order.
+  if (!c.a->qgrp.empty() && c.a->grp_bits == Bits) {
+    switch (c.w->group_size * Bits / 32) {  // code words per group
+      case 4: return grp_cols<Bits, 4>(c, n0, n1, y);
+      case 8: return grp_cols<Bits, 8>(c, n0, n1, y);
+      case 16: return grp_cols<Bits, 16>(c, n0, n1, y);
+      default: break;
     }
   }
   if (M == 1) {
