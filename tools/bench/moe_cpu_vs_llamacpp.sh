@@ -10,6 +10,7 @@
 #   LLAMA_BIN_DIR: use that llama.cpp build (e.g. cpu_decode_study.sh's) instead of building one.
 #   LOCKSTEP_BIN_B: a second lockstep binary (e.g. a branch's CPU build) run in the same rounds,
 #   right after the first, reported as "lockstep-b" (an A/B of a kernel change).
+#   PROMPT=P: prefill of P tokens instead of decode (lockstep bench -p P -n 1, llama-bench -p P -n 0).
 # llama.cpp is not part of this repository (its source comes from npm's node-llama-cpp,
 # llama/gitRelease.bundle). Prints one line per run and the median ratio per thread count.
 set -euo pipefail
@@ -45,16 +46,20 @@ rm -rf "$work/bf16" "$work/bf16.gguf"
 "$bin" inspect -m "$work/q4" | grep -E "experts|active|decode weight" | tee -a "$out/summary.txt"
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); llama.cpp ${LLAMA_COMMIT:-de3ff81}" | tee -a "$out/summary.txt"
 
+prompt="${PROMPT:-0}"  # 0: decode
+if [ "$prompt" -gt 0 ]; then phase=prefill; ls_args=(-p "$prompt" -n 1); ll_args=(-p "$prompt" -n 0)
+else phase=decode; ls_args=(-p 1 -n 32); ll_args=(-p 0 -n 32); fi
+echo "phase: $phase" | tee -a "$out/summary.txt"
 : >"$out/runs.txt"
 for r in $(seq 1 "$rounds"); do
   for t in $threads; do
-    a=$("$bin" bench -m "$work/q4" -p 1 -n 32 -r 3 --threads "$t" 2>&1 | awk '/^decode/ {print $3}')
-    b=$("$ll/llama-bench" -m "$work/q4_0.gguf" -p 0 -n 32 -r 3 -t "$t" -o csv 2>/dev/null |
+    a=$("$bin" bench -m "$work/q4" "${ls_args[@]}" -r 3 --threads "$t" 2>&1 | awk -v p="^$phase" '$0 ~ p {print $3}')
+    b=$("$ll/llama-bench" -m "$work/q4_0.gguf" "${ll_args[@]}" -r 3 -t "$t" -o csv 2>/dev/null |
         python3 -c 'import csv,sys; rows=list(csv.DictReader(sys.stdin)); print(rows[-1]["avg_ts"])')
     echo "round $r threads $t: lockstep $a tok/s, llama.cpp $b tok/s, ratio $(python3 -c "print(round($a/$b, 3))")" |
       tee -a "$out/runs.txt"
     if [ -n "${LOCKSTEP_BIN_B:-}" ]; then
-      c=$("$LOCKSTEP_BIN_B" bench -m "$work/q4" -p 1 -n 32 -r 3 --threads "$t" 2>&1 | awk '/^decode/ {print $3}')
+      c=$("$LOCKSTEP_BIN_B" bench -m "$work/q4" "${ls_args[@]}" -r 3 --threads "$t" 2>&1 | awk -v p="^$phase" '$0 ~ p {print $3}')
       echo "round $r threads $t: lockstep-b $c tok/s, ratio to llama.cpp $(python3 -c "print(round($c/$b, 3))"), to lockstep $(python3 -c "print(round($c/$a, 3))")" |
         tee -a "$out/runs.txt"
     fi

@@ -22,6 +22,9 @@
 # run's median decode tok/s is kept (WORKDIR/runs.jsonl, rewritten each call); the summary gives
 # the median over rounds and the per-round ratios. Results: docs/benchmarks.md, "Against
 # llama.cpp (quantized)".
+# LOCKSTEP_BIN_B=another lockstep binary: engines "lb:q8" / "lb:q4" run it (an A/B of a change,
+# in the same rounds). PROMPT=P measures prefill of P tokens instead (lockstep bench -p P -n 1, llama-bench -p P -n 0;
+# the summary then reads "prefill").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 llama="${1:?usage: $0 LLAMA_BUILD_DIR [workdir] [rounds] [threads] [tokens]}"
@@ -43,33 +46,38 @@ q="$llama/bin/llama-quantize"
 [ -f "$work/Q4_K_M.gguf" ]    || "$q" "$work/bf16.gguf" "$work/Q4_K_M.gguf" Q4_K_M "$threads"
 
 read -r -a runs <<< "${ENGINES:-ls:q8 ll:Q8_0 ls:q4 ll:Q4_0-pure ll:Q4_0 ll:Q4_K_M}"
+prompt="${PROMPT:-0}"  # 0: decode
+if [ "$prompt" -gt 0 ]; then phase=prefill; ls_args=(-p "$prompt" -n 1); ll_args=(-p "$prompt" -n 0)
+else phase=decode; ls_args=(-p 1 -n "$n"); ll_args=(-p 0 -n "$n"); fi
 log="$work/runs.jsonl"; : > "$log"
 for r in $(seq 1 "$rounds"); do
   for e in "${runs[@]}"; do
     kind=${e%%:*}; name=${e##*:}
     load=$(cut -d' ' -f1 /proc/loadavg)
-    if [ "$kind" = ls ]; then
-      out=$("$bin" bench -m "$work/$name" --threads "$threads" -p 1 -n "$n" -r "$reps" --json 2>/dev/null)
-      tps=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["decode"]["tok_s"]["median"])' "$out")
+    if [ "$kind" = ls ] || [ "$kind" = lb ]; then
+      b="$bin"; [ "$kind" = lb ] && b="${LOCKSTEP_BIN_B:?engine $e needs LOCKSTEP_BIN_B}"
+      out=$("$b" bench -m "$work/$name" --threads "$threads" "${ls_args[@]}" -r "$reps" --json 2>/dev/null)
+      tps=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]]["tok_s"]["median"])' "$out" "$phase")
     else
-      out=$("$llama/bin/llama-bench" -m "$work/$name.gguf" -t "$threads" -p 0 -n "$n" -r "$reps" -o json 2>/dev/null)
+      out=$("$llama/bin/llama-bench" -m "$work/$name.gguf" -t "$threads" "${ll_args[@]}" -r "$reps" -o json 2>/dev/null)
       tps=$(python3 -c 'import json,sys,statistics; print(statistics.median(json.loads(sys.argv[1])[0]["samples_ts"]))' "$out")
     fi
     echo "{\"round\": $r, \"engine\": \"$e\", \"tok_s\": $tps, \"load\": $load}" | tee -a "$log"
   done
 done
 
-python3 - "$log" <<'EOF'
+python3 - "$log" "$phase" <<'EOF'
 import json, sys, statistics as st
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {}
 for r in rows: by.setdefault(r["engine"], {})[r["round"]] = r["tok_s"]
 med = {e: st.median(v.values()) for e, v in by.items()}
-print("\nmedian decode tok/s over rounds:")
+print("\nmedian %s tok/s over rounds:" % sys.argv[2])
 for e, m in med.items():
     print("  %-14s %7.2f   rounds: %s" % (e, m, " ".join("%.2f" % by[e][k] for k in sorted(by[e]))))
 print("\nlockstep / llama.cpp (ratio of medians; per-round ratios):")
-for a, b in [("ls:q8", "ll:Q8_0"), ("ls:q4", "ll:Q4_0-pure"), ("ls:q4", "ll:Q4_0"), ("ls:q4", "ll:Q4_K_M")]:
+for a, b in [("ls:q8", "ll:Q8_0"), ("ls:q4", "ll:Q4_0-pure"), ("ls:q4", "ll:Q4_0"), ("ls:q4", "ll:Q4_K_M"),
+             ("ls:q8", "lb:q8"), ("ls:q4", "lb:q4")]:
     if a not in by or b not in by: continue
     per = [by[a][k] / by[b][k] for k in sorted(by[a]) if k in by[b]]
     print("  %-6s vs %-12s %5.2f   rounds: %s" % (a, b, med[a] / med[b], " ".join("%.2f" % x for x in per)))
