@@ -307,9 +307,9 @@ void prepare_quant_input(const float* x, int64_t M, int64_t K, bool any4bit, int
     if (min_rows > 0 && M >= min_rows && interleaved_groups(bits, group) &&
         (bits == 8 || !in.acts.qnib.empty()))
       interleave_groups(in.acts, bits);
-  }
-  else if (any4bit)
+  } else if (any4bit) {
     quant_permute_x(x, M, K, in.xperm);
+  }
 }
 
 void quant_linear_cols(const float* x, const QuantInput& in, int64_t M, const Weight& w,
