@@ -373,20 +373,29 @@ constexpr int kGemvCols = kN >= 16 ? 4 : 2;
 constexpr int kRows = 2;
 constexpr int kCols = kN >= 16 ? 2 : 1;
 
-template <int Bits, int LPG, int UPL, int R, int C>
-void rows_block(const Call& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y) {
-  const int64_t N = c.w->rows;
+// Rows [m0, m1) x columns [n0, n1) in tiles of R x C, the edges in tiles of one row and/or one
+// column: `tile.template operator()<TR, TC>(m, n)` computes the tile at (m, n).
+template <int R, int C, class Tile>
+HWY_INLINE void tiles(int64_t m0, int64_t m1, int64_t n0, int64_t n1, const Tile& tile) {
   int64_t m = m0;
   for (; m + R <= m1; m += R) {
     int64_t n = n0;
-    for (; n + C <= n1; n += C) tile<Bits, LPG, UPL, R, C>(c, m, n, y + m * N + n, N);
-    for (; n < n1; ++n) tile<Bits, LPG, UPL, R, 1>(c, m, n, y + m * N + n, N);
+    for (; n + C <= n1; n += C) tile.template operator()<R, C>(m, n);
+    for (; n < n1; ++n) tile.template operator()<R, 1>(m, n);
   }
   for (; m < m1; ++m) {
     int64_t n = n0;
-    for (; n + C <= n1; n += C) tile<Bits, LPG, UPL, 1, C>(c, m, n, y + m * N + n, N);
-    for (; n < n1; ++n) tile<Bits, LPG, UPL, 1, 1>(c, m, n, y + m * N + n, N);
+    for (; n + C <= n1; n += C) tile.template operator()<1, C>(m, n);
+    for (; n < n1; ++n) tile.template operator()<1, 1>(m, n);
   }
+}
+
+template <int Bits, int LPG, int UPL, int R, int C>
+void rows_block(const Call& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* y) {
+  const int64_t N = c.w->rows;
+  tiles<R, C>(m0, m1, n0, n1, [&]<int TR, int TC>(int64_t m, int64_t n) {
+    tile<Bits, LPG, UPL, TR, TC>(c, m, n, y + m * N + n, N);
+  });
 }
 
 // Group-interleaved tiles: weights whose groups are 4, 8 or 16 code words (interleaved_groups in
@@ -402,8 +411,6 @@ void rows_block(const Call& c, int64_t m0, int64_t m1, int64_t n0, int64_t n1, f
 constexpr int kGrpRows = kN >= 16 ? 3 : 2;  // activation rows per tile
 constexpr int kGrpCols = kN >= 16 ? 4 : 2;  // weight rows per tile
 
-// Rows [n0, n0 + rows) of a weight whose groups are W code words into `out`: per row, per chunk
-// c, per word k, 16 words, word j = word k of group 16c + j (0 past the row's groups).
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // On AVX-512 a chunk's 16 x W words are W vectors and one transpose network of two-table
 // permutes (vpermt2d): log2(W) rounds of W permutes. Each round pairs vectors holding the same
@@ -430,6 +437,45 @@ struct TransposeNet {
   }
 };
 
+// One chunk: `valid` groups of W words from `at` into 16 x W words at `o`.
+template <int W>
+HWY_INLINE void transpose_chunk(const TransposeNet<W>& net, const uint8_t* at, int64_t valid,
+                                uint32_t* o) {
+  __m512i v[W];  // v[gb * WB + wb]: group block gb, word block wb
+  for (int i = 0; i < W; ++i) {
+    const int64_t n = std::clamp<int64_t>(valid * W - 16 * i, 0, 16);
+    v[i] = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((uint32_t{1} << n) - 1), at + 64 * i);
+  }
+  int blocks = W;  // group blocks; W / blocks word blocks
+  for (int rd = 0; rd < TransposeNet<W>::kRounds; ++rd, blocks /= 2) {
+    const int wb_count = W / blocks;
+    __m512i t[W];
+    for (int gb = 0; gb < blocks / 2; ++gb)
+      for (int wb = 0; wb < wb_count; ++wb)
+        for (int h = 0; h < 2; ++h)
+          t[gb * 2 * wb_count + 2 * wb + h] = _mm512_permutex2var_epi32(
+              v[2 * gb * wb_count + wb], net.index[rd][h], v[(2 * gb + 1) * wb_count + wb]);
+    for (int i = 0; i < W; ++i) v[i] = t[i];
+  }
+  for (int k = 0; k < W; ++k) _mm512_storeu_si512(o + kLanes * k, v[k]);
+}
+#else
+template <int W>
+struct TransposeNet {};
+
+// Word copies elsewhere (the transpose is shared by every row of the call).
+template <int W>
+HWY_INLINE void transpose_chunk(const TransposeNet<W>&, const uint8_t* at, int64_t valid,
+                                uint32_t* o) {
+  for (int k = 0; k < W; ++k, o += kLanes) {
+    for (int64_t j = 0; j < valid; ++j) std::memcpy(o + j, at + (j * W + k) * 4, 4);
+    for (int64_t j = valid; j < kLanes; ++j) o[j] = 0;
+  }
+}
+#endif
+
+// Rows [n0, n0 + rows) of a weight whose groups are W code words into `out`: per row, per chunk
+// c, per word k, 16 words, word j = word k of group 16c + j (0 past the row's groups).
 template <int W>
 void transpose_groups(const TransposeNet<W>& net, const Weight& w, int64_t n0, int64_t rows,
                       int64_t chunks, uint32_t* out) {
@@ -437,54 +483,12 @@ void transpose_groups(const TransposeNet<W>& net, const Weight& w, int64_t n0, i
   const uint8_t* src = static_cast<const uint8_t*>(w.data);
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = src + (n0 + r) * row_bytes;
-    uint32_t* o = out + r * chunks * W * kLanes;
-    for (int64_t ch = 0; ch < chunks; ++ch, o += W * kLanes) {
-      const uint8_t* at = row + ch * kLanes * W * 4;
-      const int64_t have = std::min<int64_t>(kLanes, groups - ch * kLanes) * W;  // words
-      __m512i v[W];  // v[gb * WB + wb]: group block gb, word block wb
-      for (int i = 0; i < W; ++i) {
-        const int64_t n = std::clamp<int64_t>(have - 16 * i, 0, 16);
-        v[i] = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((uint32_t{1} << n) - 1),
-                                        at + 64 * i);
-      }
-      int blocks = W;  // group blocks; W / blocks word blocks
-      for (int rd = 0; rd < TransposeNet<W>::kRounds; ++rd, blocks /= 2) {
-        const int wb_count = W / blocks;
-        __m512i t[W];
-        for (int gb = 0; gb < blocks / 2; ++gb)
-          for (int wb = 0; wb < wb_count; ++wb)
-            for (int h = 0; h < 2; ++h)
-              t[gb * 2 * wb_count + 2 * wb + h] = _mm512_permutex2var_epi32(
-                  v[2 * gb * wb_count + wb], net.index[rd][h], v[(2 * gb + 1) * wb_count + wb]);
-        for (int i = 0; i < W; ++i) v[i] = t[i];
-      }
-      for (int k = 0; k < W; ++k) _mm512_storeu_si512(o + kLanes * k, v[k]);
-    }
+    for (int64_t ch = 0; ch < chunks; ++ch)
+      transpose_chunk<W>(net, row + ch * kLanes * W * 4,
+                         std::min<int64_t>(kLanes, groups - ch * kLanes),
+                         out + (r * chunks + ch) * W * kLanes);
   }
 }
-#else
-template <int W>
-struct TransposeNet {};
-
-template <int W>
-void transpose_groups(const TransposeNet<W>&, const Weight& w, int64_t n0, int64_t rows,
-                      int64_t chunks, uint32_t* out) {
-  const int64_t groups = w.cols / w.group_size, row_bytes = w.cols * w.bits / 8;
-  const uint8_t* src = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = src + (n0 + r) * row_bytes;
-    uint32_t* o = out + r * chunks * W * kLanes;
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-      const int64_t valid = std::min<int64_t>(kLanes, groups - ch * kLanes);
-      for (int k = 0; k < W; ++k, o += kLanes) {
-        for (int64_t j = 0; j < valid; ++j)
-          std::memcpy(o + j, row + ((ch * kLanes + j) * W + k) * 4, 4);
-        for (int64_t j = valid; j < kLanes; ++j) o[j] = 0;
-      }
-    }
-  }
-}
-#endif
 
 // y for R rows (m ..) x C columns (n ..) from the transposed codes of column n at `wt` (rows of
 // `stride` words); W code words per group.
@@ -548,21 +552,10 @@ void grp_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
   for (int64_t nb = n0; nb < n1; nb += kColBlock) {
     const int64_t ne = std::min(n1, nb + kColBlock);
     transpose_groups<W>(net, *c.w, nb, ne - nb, chunks, scratch.data());
-    const auto at = [&](int64_t n) { return scratch.data() + (n - nb) * stride; };
-    constexpr int R = kGrpRows, C = kGrpCols;
-    int64_t m = 0;
-    for (; m + R <= M; m += R) {
-      int64_t n = nb;
-      for (; n + C <= ne; n += C)
-        tile_grp<Bits, W, R, C>(c, at(n), stride, m, n, y + m * N + n, N);
-      for (; n < ne; ++n) tile_grp<Bits, W, R, 1>(c, at(n), stride, m, n, y + m * N + n, N);
-    }
-    for (; m < M; ++m) {
-      int64_t n = nb;
-      for (; n + C <= ne; n += C)
-        tile_grp<Bits, W, 1, C>(c, at(n), stride, m, n, y + m * N + n, N);
-      for (; n < ne; ++n) tile_grp<Bits, W, 1, 1>(c, at(n), stride, m, n, y + m * N + n, N);
-    }
+    tiles<kGrpRows, kGrpCols>(0, M, nb, ne, [&]<int TR, int TC>(int64_t m, int64_t n) {
+      tile_grp<Bits, W, TR, TC>(c, scratch.data() + (n - nb) * stride, stride, m, n,
+                                y + m * N + n, N);
+    });
   }
 }
 
