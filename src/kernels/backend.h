@@ -182,6 +182,9 @@ class Backend {
   // A weight as this backend computes with it: the CPU uses the checkpoint's (mapped) bytes in
   // place; CUDA keeps a device copy (BF16) owned by the backend for its lifetime.
   virtual Weight place(const Weight& host) = 0;
+  // A weight only ever read by row lookup (kernels::embedding: an untied embedding table): what
+  // place() gives by default; the CPU keeps the checkpoint's layout (its panels serve linears).
+  virtual Weight place_table(const Weight& host) { return place(host); }
 
   template <typename T>
   DeviceArray<T> array(int64_t n) { return DeviceArray<T>(this, n); }

@@ -34,6 +34,10 @@ struct Weight {
   DType scale_dtype = DType::F32;
   const void* scales = nullptr;
   const void* biases = nullptr;
+  // CPU only, optional: the same codes, scales and biases in the CPU's panel layout
+  // (kernels/cpu/quant_panels.h), which its int8 quant dot reads when present. `data`, `scales`
+  // and `biases` stay valid (other kernels, the reference and the embedding lookup read them).
+  const void* panels = nullptr;
 
   // Bytes the matrix occupies (what one pass over it reads).
   int64_t bytes() const;

@@ -9,10 +9,14 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "core/error.h"
 #include "core/profile.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_tuning.h"
+#include "kernels/cpu/quant_panels.h"
+#include "kernels/numerics.h"
 #include "kernels/gated_delta.h"
 #include "kernels/math.h"
 
@@ -48,6 +52,11 @@ void deltanet_token_head(const DeltaNetShape& d, float* delta_state, const float
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(ThreadPool* threads) : threads_(threads ? threads : &ThreadPool::global()) {}
+  ~CpuBackend() override {
+    for (void* p : panels_) std::free(p);
+  }
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
 
   Device device() const override { return Device::Cpu; }
   std::string describe() const override {
@@ -102,7 +111,23 @@ class CpuBackend final : public Backend {
                                                  rules[r], scratch);
   }
   DType kv_dtype() const override { return DType::F32; }
-  Weight place(const Weight& host) override { return host; }
+  // 4/8-bit weights the int8 quant dot covers get their panels (quant_panels.h), packed once
+  // over the pool; everything else is used in place (the checkpoint's mapped bytes).
+  Weight place(const Weight& host) override {
+    if (quant_dot() != QuantDot::Int8 || !cpu_panels() || !panels_cover(host)) return host;
+    const PanelShape s = panel_shape(host);
+    auto* out = static_cast<uint8_t*>(allocate(static_cast<size_t>(s.bytes()), false));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      panels_.push_back(out);
+    }
+    threads_->parallel_for(
+        s.panels, [&](int64_t p0, int64_t p1) { pack_panels(host, p0, p1, out); }, 16);
+    Weight w = host;
+    w.panels = out;
+    return w;
+  }
+  Weight place_table(const Weight& host) override { return host; }
 
   void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) override {
     kernels::linear(x, M, w, bias, y, *threads_);
@@ -243,6 +268,7 @@ class CpuBackend final : public Backend {
   ThreadPool* threads_;
   std::mutex mu_;
   std::unordered_map<void*, size_t> mapped_;
+  std::vector<void*> panels_;  // place()'s panel copies, freed with the backend
 };
 
 }  // namespace

@@ -102,7 +102,19 @@ int64_t read_interleaved_min_rows() {
   return n;
 }
 
+bool read_cpu_panels() {
+  const char* v = std::getenv("LOCKSTEP_CPU_PANELS");
+  if (!v || !*v || std::strcmp(v, "1") == 0) return true;
+  if (std::strcmp(v, "0") == 0) return false;
+  fail("LOCKSTEP_CPU_PANELS=", v, ": expected 0 or 1");
+}
+
 }  // namespace
+
+bool cpu_panels() {
+  static const bool on = read_cpu_panels();
+  return on;
+}
 
 std::atomic<int>& gemv_rows() {
   static std::atomic<int> rows{read_gemv_rows()};

@@ -29,5 +29,8 @@ void set_gemv_prefetch(int64_t bytes, int locality);
 // (LOCKSTEP_CPU_INTERLEAVED_MIN_ROWS; 0 never; default 4).
 int64_t interleaved_min_rows();
 void set_interleaved_min_rows(int64_t rows);  // tests
+// Whether CpuBackend::place() lays 4/8-bit weights out in panels for the int8 quant dot
+// (kernels/cpu/quant_panels.h; LOCKSTEP_CPU_PANELS=0 keeps the checkpoint's layout; default on).
+bool cpu_panels();
 
 }  // namespace lockstep::kernels

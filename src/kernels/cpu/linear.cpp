@@ -265,12 +265,13 @@ void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs, Th
   // every chunk of a weight starts where a chunk of its own linear() call could.
   constexpr int64_t kGrain = 16;
   int64_t start[kMaxOuts], total = 0, bytes = 0;
-  bool permute = false;
+  bool permute = false, panels = false;
   for (size_t i = 0; i < outs.size(); ++i) {
     const Weight& w = *outs[i].w;
     if (w.quant != QuantFormat::None) {
       check_quant_layout(w, "linear");
       permute = permute || w.bits == 4;
+      panels = panels || w.panels != nullptr;
     }
     bytes += w.bytes();
     start[i] = (total + kGrain - 1) / kGrain * kGrain;
@@ -279,7 +280,7 @@ void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs, Th
   profile::Scope prof(profile::Op::Linear, bytes);
   thread_local QuantInput mine;  // reused across calls; the workers read it through `in`
   QuantInput& in = mine;
-  if (group != 0) prepare_quant_input(x, M, K, permute, group, in);
+  if (group != 0) prepare_quant_input(x, M, K, permute, group, panels, in);
   pool.parallel_for(
       total,
       [&](int64_t b, int64_t e) {
@@ -321,7 +322,7 @@ void linear_grouped(std::span<const LinearJob> jobs, ThreadPool& pool) {
   struct Key {
     const float* x;
     int64_t M, K, group;
-    bool four;
+    bool four, panels;
     bool operator==(const Key&) const = default;
   };
   std::vector<Key> keys;  // keys[p] describes prepared[p]
@@ -330,13 +331,13 @@ void linear_grouped(std::span<const LinearJob> jobs, ThreadPool& pool) {
     const Weight& w = *jobs[i].w;
     if (w.quant != QuantFormat::None) {
       check_quant_layout(w, "linear");
-      const Key key{jobs[i].x, jobs[i].M, w.cols, w.group_size, w.bits == 4};
+      const Key key{jobs[i].x, jobs[i].M, w.cols, w.group_size, w.bits == 4, w.panels != nullptr};
       size_t p = 0;
       while (p < keys.size() && !(keys[p] == key)) ++p;
       if (p == keys.size()) {
         keys.push_back(key);
         if (prepared.size() < keys.size()) prepared.resize(keys.size());
-        prepare_quant_input(key.x, key.M, key.K, key.four, key.group, prepared[p]);
+        prepare_quant_input(key.x, key.M, key.K, key.four, key.group, key.panels, prepared[p]);
       }
       input[i] = p;
     }

@@ -294,7 +294,7 @@ QuantDot parse_quant_dot(const char* name) {
 }
 
 void prepare_quant_input(const float* x, int64_t M, int64_t K, bool any4bit, int64_t group,
-                         QuantInput& in) {
+                         bool panels, QuantInput& in) {
   in.mode = g_quant_dot;
   if (in.mode == QuantDot::Int8) {
     quantize_acts(x, M, K, group, in.acts);
@@ -304,7 +304,8 @@ void prepare_quant_input(const float* x, int64_t M, int64_t K, bool any4bit, int
     in.acts.grp_bits = 0;
     const int64_t min_rows = interleaved_min_rows();
     const int bits = any4bit ? 4 : 8;
-    if (min_rows > 0 && M >= min_rows && interleaved_groups(bits, group) &&
+    // Panels hold the codes in that order already: their kernels take it at every M.
+    if ((panels || (min_rows > 0 && M >= min_rows)) && interleaved_groups(bits, group) &&
         (bits == 8 || !in.acts.qnib.empty()))
       interleave_groups(in.acts, bits);
   } else if (any4bit) {
@@ -328,7 +329,7 @@ void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias,
   check_quant_layout(w, "linear");
   thread_local QuantInput mine;  // reused across calls; the workers read it through `in`
   QuantInput& in = mine;
-  prepare_quant_input(x, M, K, w.bits == 4, w.group_size, in);
+  prepare_quant_input(x, M, K, w.bits == 4, w.group_size, w.panels != nullptr, in);
   pool.parallel_for(
       N,
       [&](int64_t n0, int64_t n1) {

@@ -27,9 +27,10 @@ struct QuantInput {
 
 // Prepares `in` from x ([M][K]) for quantized weights of K columns in the current quant_dot()
 // mode: `any4bit` says whether one of them has 4-bit codes, `group` is their group size (the
-// int8 mode needs one group size per QuantInput).
+// int8 mode needs one group size per QuantInput), `panels` whether one of them has CPU panels
+// (quant_panels.h: the activations are then also made in their order at every M).
 void prepare_quant_input(const float* x, int64_t M, int64_t K, bool any4bit, int64_t group,
-                         QuantInput& in);
+                         bool panels, QuantInput& in);
 
 // Columns [n0, n1) of y = x W^T without bias, from x and its prepared input.
 void quant_linear_cols(const float* x, const QuantInput& in, int64_t M, const Weight& w,

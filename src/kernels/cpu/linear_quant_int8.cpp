@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "kernels/cpu/fma_targets.h"
+#include "kernels/cpu/quant_panels.h"
 #include "kernels/cpu/vec_math-inl.h"
 #include "kernels/ops.h"
 #include "kernels/quant_format.h"
@@ -290,20 +291,14 @@ HWY_INLINE void load_group_values(DType t, const void* p, int64_t at, int64_t va
 
 // The float part of one chunk of 16 groups (quant_int8.h): for each (row, column) of the tile and
 // each group g, p = d * float(isum), then the two FMAs into lane g mod 16 of acc.
+// The same with the tile's scales sv and biases bv (16 per column, zero past the row's groups).
 template <int Bits, int R, int C>
-HWY_INLINE void add_chunk(const Call& c, int64_t m, int64_t n, int64_t g0, int64_t valid,
-                          const VI (&isum)[R][C][kOut], VF (&acc)[R][C][kOut]) {
+HWY_INLINE void add_chunk_values(const Call& c, int64_t m, int64_t g0,
+                                 const VI (&isum)[R][C][kOut], const VF (&sv)[C][kOut],
+                                 const VF (&bv)[C][kOut], VF (&acc)[R][C][kOut]) {
   const DF df;
   const DI di;
   const Int8Acts& a = *c.a;
-  const Weight& wt = *c.w;
-  const int64_t values = wt.rows * c.groups;  // scales (and biases) in the whole weight
-  VF sv[C][kOut], bv[C][kOut];
-  for (int j = 0; j < C; ++j) {
-    const int64_t at = (n + j) * c.groups + g0;
-    load_group_values(wt.scale_dtype, wt.scales, at, valid, values, sv[j]);
-    load_group_values(wt.scale_dtype, wt.biases, at, valid, values, bv[j]);
-  }
   for (int r = 0; r < R; ++r) {
     const int64_t at = (m + r) * a.blocks_padded + g0;
     for (int o = 0; o < kOut; ++o) {
@@ -321,6 +316,20 @@ HWY_INLINE void add_chunk(const Call& c, int64_t m, int64_t n, int64_t g0, int64
       }
     }
   }
+}
+
+template <int Bits, int R, int C>
+HWY_INLINE void add_chunk(const Call& c, int64_t m, int64_t n, int64_t g0, int64_t valid,
+                          const VI (&isum)[R][C][kOut], VF (&acc)[R][C][kOut]) {
+  const Weight& wt = *c.w;
+  const int64_t values = wt.rows * c.groups;  // scales (and biases) in the whole weight
+  VF sv[C][kOut], bv[C][kOut];
+  for (int j = 0; j < C; ++j) {
+    const int64_t at = (n + j) * c.groups + g0;
+    load_group_values(wt.scale_dtype, wt.scales, at, valid, values, sv[j]);
+    load_group_values(wt.scale_dtype, wt.biases, at, valid, values, bv[j]);
+  }
+  add_chunk_values<Bits, R, C>(c, m, g0, isum, sv, bv, acc);
 }
 
 // y for the tile from its lanes: the fixed folding tree.
@@ -490,11 +499,24 @@ void transpose_groups(const TransposeNet<W>& net, const Weight& w, int64_t n0, i
   }
 }
 
-// y for R rows (m ..) x C columns (n ..) from the transposed codes of column n at `wt` (rows of
-// `stride` words); W code words per group.
+// Where a group-interleaved tile finds its columns' code words: word k of chunk ch of column j
+// at codes + j * col + ch * chunk + k * word (bytes; 16 uint32 a word, then the next 16 for
+// AVX2's second half). Panels (quant_panels.h) also hold the scales: column j's 16 of chunk ch at
+// values + j * value_col + ch * chunk, its biases `bias` bytes on; without panels (values null)
+// they come from the weight's arrays.
+struct GrpCodes {
+  const uint8_t* codes;
+  int64_t col, chunk, word;
+  const uint8_t* values = nullptr;
+  int64_t value_col = 0, bias = 0;
+  const uint8_t* stream = nullptr;  // panels: the start of the tile's panel (prefetch)
+};
+
+// y for R rows (m ..) x C columns (n ..) from the group-interleaved codes at `src`; W code words
+// per group.
 template <int Bits, int W, int R, int C>
-HWY_NOINLINE void tile_grp(const Call& c, const uint32_t* wt, int64_t stride, int64_t m,
-                           int64_t n, float* y, int64_t ldy) {
+HWY_NOINLINE void tile_grp(const Call& c, const GrpCodes& src, int64_t m, int64_t n, float* y,
+                           int64_t ldy) {
   const DF df;
   const DB db;
   const hn::Repartition<int8_t, DI> ds;
@@ -509,10 +531,15 @@ HWY_NOINLINE void tile_grp(const Call& c, const uint32_t* wt, int64_t stride, in
   const VB mask = hn::Set(db, uint8_t{15});
   const int64_t chunks = a.blocks_padded / kChunk;
   for (int64_t ch = 0; ch < chunks; ++ch) {
+    // One-row calls on panels: the chunk `ahead` bytes on in the panel stream (the next tiles').
+    if (R == 1 && c.ahead > 0 && src.stream)
+      for (int64_t b = 0; b < src.chunk; b += 64)
+        __builtin_prefetch(src.stream + ch * src.chunk + c.ahead + b, 0, 0);
     VI isum[R][C][kOut];
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < C; ++j)
         for (int o = 0; o < kOut; ++o) isum[r][j][o] = hn::Zero(DI());
+    const uint8_t* codes = src.codes + ch * src.chunk;
     for (int o = 0; o < kOut; ++o)
       for (int k = 0; k < W; ++k) {
         const int64_t step = ch * W + k;
@@ -523,9 +550,7 @@ HWY_NOINLINE void tile_grp(const Call& c, const uint32_t* wt, int64_t stride, in
           if constexpr (Bits == 4) xb[r] = hn::BitCast(db, hn::LoadU(ds, p + 64));
         }
         for (int j = 0; j < C; ++j) {
-          const VB v = hn::BitCast(
-              db, hn::LoadU(DI(), reinterpret_cast<const int32_t*>(wt + j * stride +
-                                                                   step * kLanes + o * kN)));
+          const VB v = hn::LoadU(db, codes + j * src.col + k * src.word + o * kN * 4);
           if constexpr (Bits == 4) {
             const VB lo = hn::And(v, mask), hi = hn::And(hn::ShiftRight<4>(v), mask);
             for (int r = 0; r < R; ++r)
@@ -535,8 +560,19 @@ HWY_NOINLINE void tile_grp(const Call& c, const uint32_t* wt, int64_t stride, in
           }
         }
       }
-    const int64_t g0 = ch * kChunk;
-    add_chunk<Bits, R, C>(c, m, n, g0, std::min<int64_t>(kChunk, c.groups - g0), isum, acc);
+    const int64_t g0 = ch * kChunk, valid = std::min<int64_t>(kChunk, c.groups - g0);
+    if (src.values) {
+      VF sv[C][kOut], bv[C][kOut];
+      const DType t = c.w->scale_dtype;
+      for (int j = 0; j < C; ++j) {
+        const uint8_t* v = src.values + j * src.value_col + ch * src.chunk;
+        load_group_values(t, v, 0, valid, kChunk, sv[j]);
+        load_group_values(t, v + src.bias, 0, valid, kChunk, bv[j]);
+      }
+      add_chunk_values<Bits, R, C>(c, m, g0, isum, sv, bv, acc);
+    } else {
+      add_chunk<Bits, R, C>(c, m, n, g0, valid, isum, acc);
+    }
   }
   store_tile<R, C>(acc, y, ldy);
 }
@@ -553,15 +589,53 @@ void grp_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
     const int64_t ne = std::min(n1, nb + kColBlock);
     transpose_groups<W>(net, *c.w, nb, ne - nb, chunks, scratch.data());
     tiles<kGrpRows, kGrpCols>(0, M, nb, ne, [&]<int TR, int TC>(int64_t m, int64_t n) {
-      tile_grp<Bits, W, TR, TC>(c, scratch.data() + (n - nb) * stride, stride, m, n,
-                                y + m * N + n, N);
+      const GrpCodes src{reinterpret_cast<const uint8_t*>(scratch.data() + (n - nb) * stride),
+                         stride * 4, W * kLanes * 4, kLanes * 4};
+      tile_grp<Bits, W, TR, TC>(c, src, m, n, y + m * N + n, N);
     });
   }
+}
+
+// The group-interleaved tiles on a weight's panels (quant_panels.h): no transpose per call, and
+// one stream per panel of kPanelRows rows with their scales. Tiles never cross a panel
+// (kGrpCols divides kPanelRows; columns before the first multiple of kGrpCols go one by one).
+template <int Bits, int W>
+void panel_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
+  static_assert(kPanelRows % kGrpCols == 0, "a tile's columns lie in one panel");
+  const int64_t M = c.a->M, N = c.w->rows;
+  const PanelShape s = panel_shape(*c.w);
+  const auto* base = static_cast<const uint8_t*>(c.w->panels);
+  const auto tile = [&]<int TR, int TC>(int64_t m, int64_t n) {
+    const uint8_t* panel = base + n / kPanelRows * s.panel_bytes();
+    const int64_t j = n % kPanelRows;
+    const GrpCodes src{panel + j * kLanes * 4,
+                       kLanes * 4,
+                       s.chunk_bytes(),
+                       kPanelRows * kLanes * 4,
+                       panel + s.code_bytes() + j * kLanes * s.value_bytes,
+                       kLanes * s.value_bytes,
+                       s.values_bytes(),
+                       panel};
+    tile_grp<Bits, W, TR, TC>(c, src, m, n, y + m * N + n, N);
+  };
+  const int64_t na = std::min(n1, (n0 + kGrpCols - 1) / kGrpCols * kGrpCols);
+  if (n0 < na) tiles<kGrpRows, 1>(0, M, n0, na, tile);
+  constexpr int64_t kColBlock = 64;  // the block's panels stay in L2 for every row tile
+  for (int64_t nb = na; nb < n1; nb += kColBlock)
+    tiles<kGrpRows, kGrpCols>(0, M, nb, std::min(n1, nb + kColBlock), tile);
 }
 
 template <int Bits, int LPG, int UPL>
 void int8_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
   const int64_t M = c.a->M;
+  if (c.w->panels && !c.a->qgrp.empty() && c.a->grp_bits == Bits) {
+    switch (c.w->group_size * Bits / 32) {  // code words per group
+      case 4: return panel_cols<Bits, 4>(c, n0, n1, y);
+      case 8: return panel_cols<Bits, 8>(c, n0, n1, y);
+      case 16: return panel_cols<Bits, 16>(c, n0, n1, y);
+      default: break;
+    }
+  }
   // qgrp: made for calls of interleaved_min_rows() rows or more, in one code width's order.
   if (!c.a->qgrp.empty() && c.a->grp_bits == Bits) {
     switch (c.w->group_size * Bits / 32) {  // code words per group
@@ -619,8 +693,12 @@ void Int8LinearCols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, 
   if (pow2 && shape && a.block == G) {
     const bool gemv = a.M == 1 && gemv_prefetch_bytes() > 0;
     const bool nta = gemv_prefetch_locality() == 0;
-    const Call c{&a, &w, K / G, K * w.bits / 8, gemv && !nta,
-                 gemv && nta ? gemv_prefetch_bytes() / gemv_tile_rows_up_to(kGemvCols) : 0};
+    // On panels a one-row call reads one stream per tile: `ahead` is the whole distance.
+    const Call c{&a, &w, K / G, K * w.bits / 8, gemv && !nta && !w.panels,
+                 !gemv           ? 0
+                 : w.panels      ? gemv_prefetch_bytes()
+                 : nta           ? gemv_prefetch_bytes() / gemv_tile_rows_up_to(kGemvCols)
+                                 : 0};
     if (w.bits == 4 ? int8_cols<4>(c, n0, n1, y) : int8_cols<8>(c, n0, n1, y)) return;
   }
 #endif

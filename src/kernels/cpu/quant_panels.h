@@ -1,0 +1,50 @@
+// The CPU's load-time layout of a 4/8-bit affine weight for the int8 quant dot
+// (kernels/quant_int8.h): "panels" of kPanelRows weight rows, each one contiguous stream holding
+// the rows' codes already in the group-interleaved order of Int8Acts::qgrp, with their scales
+// and biases beside them. CpuBackend::place() builds it once; the kernels
+// (cpu/linear_quant_int8.cpp) then read one DRAM stream per tile of kPanelRows rows instead of
+// one per row plus two for the scales, and never transpose codes per call.
+//
+// Panel p holds rows [p * kPanelRows, (p + 1) * kPanelRows) (past `rows`: zero rows). For each
+// chunk c of 16 groups (the schedule's lane cycle), chunk_bytes():
+//   codes:  for word k of a group (words() per group), for row j of the panel: 16 uint32, word j'
+//           = word k of group 16c + j' of row j (0 past the row's groups);
+//   scales: for row j: 16 values of scale_dtype (groups 16c ..; 0 past the row's groups);
+//   biases: the same for the biases.
+// The repacking only moves bits: every element keeps its value fma(q, s, b), and the integer
+// sums the kernels form from it are those of the checkpoint's layout (exact either way).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/ops.h"
+#include "kernels/schedule.h"
+
+namespace lockstep::kernels {
+
+inline constexpr int64_t kPanelRows = 4;
+
+struct PanelShape {
+  int64_t words = 0;        // code words (uint32) per group
+  int64_t chunks = 0;       // chunks of 16 groups per row
+  int64_t value_bytes = 0;  // bytes of one scale or bias
+  int64_t panels = 0;
+
+  int64_t code_bytes() const { return kPanelRows * words * kLanes * 4; }  // per chunk
+  int64_t values_bytes() const { return kPanelRows * kLanes * value_bytes; }  // scales, per chunk
+  int64_t chunk_bytes() const { return code_bytes() + 2 * values_bytes(); }
+  int64_t panel_bytes() const { return chunks * chunk_bytes(); }
+  int64_t bytes() const { return panels * panel_bytes(); }
+};
+
+// Whether the CPU lays `w` out in panels: a 4/8-bit affine weight whose groups are 4, 8 or 16
+// code words (what the group-interleaved kernels cover), and whose rows the 4-bit activation
+// order covers (cols % 128 == 0; 8-bit: cols % 64 == 0).
+bool panels_cover(const Weight& w);
+PanelShape panel_shape(const Weight& w);
+
+// Writes w's panels (panel_shape(w).bytes() bytes) to `out`, panels [p0, p1).
+void pack_panels(const Weight& w, int64_t p0, int64_t p1, uint8_t* out);
+
+}  // namespace lockstep::kernels
