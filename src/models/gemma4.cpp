@@ -123,11 +123,14 @@ class Gemma4Model final : public KvModel {
     const std::string& p = names.prefix;
     const int64_t H = c.hidden_size, L = c.num_hidden_layers;
     const int64_t P = c.gemma4.per_layer_input_size;
-    embed_ = be.place(matrix(w, p + "embed_tokens.weight", c.vocab_size, H));
+    // Tied, the table is the lm_head's weight too; else it is only looked up.
+    const bool tied = c.tie_word_embeddings && !w.has(names.lm_head);
+    const kernels::Weight embed = matrix(w, p + "embed_tokens.weight", c.vocab_size, H);
+    embed_ = tied ? be.place(embed) : be.place_table(embed);
     embed_scale_ = gemma_embed_scale(H, gemma_embedding_dtype(w, p + "embed_tokens.weight"));
     if (P > 0) {
       const std::string table = p + "embed_tokens_per_layer.weight";
-      ple_table_ = be.place(matrix(w, table, c.gemma4.per_layer_vocab, L * P));
+      ple_table_ = be.place_table(matrix(w, table, c.gemma4.per_layer_vocab, L * P));
       ple_scale_ = gemma_embed_scale(P, gemma_embedding_dtype(w, table));
       ple_model_projection_ =
           be.place(matrix(w, p + "per_layer_model_projection.weight", L * P, H));
@@ -141,9 +144,7 @@ class Gemma4Model final : public KvModel {
       layers_.back().kv_cache = cache_of[l];
     }
     final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
-    lm_head_ = c.tie_word_embeddings && !w.has(names.lm_head)
-                   ? embed_
-                   : be.place(matrix(w, names.lm_head, c.vocab_size, H));
+    lm_head_ = tied ? embed_ : be.place(matrix(w, names.lm_head, c.vocab_size, H));
     lend_kv(cache_of);
   }
 

@@ -2,6 +2,7 @@
 // the same arithmetic the model files did inline before backends existed (x += delta, the gate's
 // x * sigmoid(g)), so CPU results keep their bits.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -47,6 +48,23 @@ void deltanet_token_head(const DeltaNetShape& d, float* delta_state, const float
   gated_delta_step(delta_state + h * d.dk * d.dv, d.dk, d.dv, prepared + kh * d.dk,
                    prepared + KD + kh * d.dk, prepared + 2 * KD + h * d.dv, prepared[C + h],
                    prepared[C + d.nv + h], out);
+}
+
+// The pages wholly inside [p, p + bytes), once the panels hold a copy of them: handed back to the
+// kernel (MADV_PAGEOUT), so memory does not hold the model twice. Safe for any memory: a
+// checkpoint's mapped file pages are read again from the file, anonymous ones from swap, if
+// anything reads them later (the embedding lookup of a tied table, the float quant dot).
+// Kernels before 5.4 refuse the advice; the copy then stays.
+void release_pages(const void* p, int64_t bytes) {
+#ifdef MADV_PAGEOUT
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 class CpuBackend final : public Backend {
@@ -123,6 +141,10 @@ class CpuBackend final : public Backend {
     }
     threads_->parallel_for(
         s.panels, [&](int64_t p0, int64_t p1) { pack_panels(host, p0, p1, out); }, 16);
+    release_pages(host.data, host.rows * host.cols * host.bits / 8);
+    const int64_t values = host.rows * (host.cols / host.group_size) * s.value_bytes;
+    release_pages(host.scales, values);
+    release_pages(host.biases, values);
     Weight w = host;
     w.panels = out;
     return w;
