@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_mappings.h"
 
 namespace lockstep {
 
@@ -130,6 +131,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   if (map == MAP_FAILED) fail(path, ": mmap failed: ", std::strerror(map_err));
   f->map_ = map;  // from here the destructor unmaps, also when parsing throws
   f->map_size_ = size;
+  note_file_mapping(map, size);
   const uint8_t* bytes = static_cast<const uint8_t*>(map);
 
   uint64_t header_len = 0;
@@ -180,7 +182,10 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
 }
 
 SafetensorsFile::~SafetensorsFile() {
-  if (map_ != nullptr) ::munmap(map_, map_size_);
+  if (map_ != nullptr) {
+    forget_file_mapping(map_);
+    ::munmap(map_, map_size_);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

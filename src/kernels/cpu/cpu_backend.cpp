@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_mappings.h"
 #include "core/profile.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_tuning.h"
@@ -50,31 +51,21 @@ void deltanet_token_head(const DeltaNetShape& d, float* delta_state, const float
                    prepared[C + d.nv + h], out);
 }
 
-// The pages wholly inside [p, p + bytes), once the panels hold a copy of them: handed back to the
-// kernel (MADV_PAGEOUT), so memory does not hold the model twice. Safe for any memory: a
-// checkpoint's mapped file pages are read again from the file, anonymous ones from swap, if
-// anything reads them later (the embedding lookup of a tied table, the float quant dot).
-// Kernels before 5.4 refuse the advice; the copy then stays.
+// The pages wholly inside [p, p + bytes), once the panels hold a copy of them: unmapped where
+// they are a checkpoint file's (core/file_mappings.h), so the process does not hold the model
+// twice; the page cache keeps them, and a later read (the embedding lookup of a tied table, the
+// float quant dot) maps them again. Other memory (weights quantized at load) stays as it is.
 void release_pages(const void* p, int64_t bytes) {
-#ifdef MADV_PAGEOUT
+  if (bytes <= 0 || !in_file_mapping(p, static_cast<size_t>(bytes))) return;
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)) / page * page;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
-#else
-  (void)p;
-  (void)bytes;
-#endif
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(ThreadPool* threads) : threads_(threads ? threads : &ThreadPool::global()) {}
-  ~CpuBackend() override {
-    for (void* p : panels_) std::free(p);
-  }
-  CpuBackend(const CpuBackend&) = delete;
-  CpuBackend& operator=(const CpuBackend&) = delete;
 
   Device device() const override { return Device::Cpu; }
   std::string describe() const override {
@@ -134,11 +125,7 @@ class CpuBackend final : public Backend {
   Weight place(const Weight& host) override {
     if (quant_dot() != QuantDot::Int8 || !cpu_panels() || !panels_cover(host)) return host;
     const PanelShape s = panel_shape(host);
-    auto* out = static_cast<uint8_t*>(allocate(static_cast<size_t>(s.bytes()), false));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      panels_.push_back(out);
-    }
+    uint8_t* out = panels_.allocate(static_cast<size_t>(s.bytes()));
     threads_->parallel_for(
         s.panels, [&](int64_t p0, int64_t p1) { pack_panels(host, p0, p1, out); }, 16);
     release_pages(host.data, host.rows * host.cols * host.bits / 8);
@@ -290,7 +277,7 @@ class CpuBackend final : public Backend {
   ThreadPool* threads_;
   std::mutex mu_;
   std::unordered_map<void*, size_t> mapped_;
-  std::vector<void*> panels_;  // place()'s panel copies, freed with the backend
+  PanelArena panels_;  // place()'s panel copies
 };
 
 }  // namespace

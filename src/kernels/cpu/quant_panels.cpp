@@ -1,8 +1,11 @@
 #include "kernels/cpu/quant_panels.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
 #include "kernels/quant_int8.h"
 
 namespace lockstep::kernels {
@@ -56,6 +59,32 @@ void pack_panels(const Weight& w, int64_t p0, int64_t p1, uint8_t* out) {
       }
     }
   }
+}
+
+PanelArena::~PanelArena() {
+  for (const auto& [p, bytes] : slabs_) munmap(p, bytes);
+}
+
+uint8_t* PanelArena::allocate(size_t bytes) {
+  constexpr size_t kHuge = size_t{2} << 20, kSlab = size_t{64} << 20;
+  bytes = (bytes + 63) / 64 * 64;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes > left_) {
+    const size_t size = std::max(kSlab, (bytes + kHuge - 1) / kHuge * kHuge);
+    // Over-reserve one huge page to align the slab's start; the slack stays reserved, untouched.
+    void* map = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (map == MAP_FAILED) fail("cannot allocate ", size, " bytes for the CPU weight panels");
+    slabs_.emplace_back(map, size + kHuge);
+    const uintptr_t at = (reinterpret_cast<uintptr_t>(map) + kHuge - 1) / kHuge * kHuge;
+    next_ = reinterpret_cast<uint8_t*>(at);
+    left_ = size;
+    madvise(next_, size, MADV_HUGEPAGE);  // a hint: without THP the slab is ordinary pages
+  }
+  uint8_t* p = next_;
+  next_ += bytes;
+  left_ -= bytes;
+  return p;
 }
 
 }  // namespace lockstep::kernels
