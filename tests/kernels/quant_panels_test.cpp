@@ -103,8 +103,8 @@ TEST(QuantPanels, CoverTheGroupInterleavedShapes) {
   EXPECT_FALSE(panels_cover(f));
 }
 
-// Every code word, scale and bias of the checkpoint sits where quant_panels.h says, and every
-// other byte is zero.
+// Every code word, scale and bias of the checkpoint sits where quant_panels.h says (narrow last
+// chunks included), and every other byte, the tail too, is zero.
 TEST(QuantPanels, PackingOnlyMovesTheCheckpointsBits) {
   for (const Case& c : kCases)
     for (DType sd : {DType::BF16, DType::F32}) {
@@ -116,15 +116,15 @@ TEST(QuantPanels, PackingOnlyMovesTheCheckpointsBits) {
       std::vector<uint8_t> want(p.bytes.size(), 0);
       for (int64_t r = 0; r < c.N; ++r)
         for (int64_t g = 0; g < groups; ++g) {
-          uint8_t* chunk = want.data() + r / kPanelRows * s.panel_bytes() + g / 16 * s.chunk_bytes();
-          const int64_t j = r % kPanelRows, lane = g % 16;
+          const int64_t ch = g / 16, width = s.width(ch), j = r % kPanelRows, v = g % 16;
+          uint8_t* chunk = want.data() + r / kPanelRows * s.panel_bytes() + s.chunk_offset(ch);
           for (int64_t k = 0; k < s.words; ++k)
-            std::memcpy(chunk + ((k * kPanelRows + j) * 16 + lane) * 4,
+            std::memcpy(chunk + ((k * kPanelRows + j) * width + v) * 4,
                         q.words.data() + r * (c.K * c.bits / 32) + g * s.words + k, 4);
           const int64_t at = (r * groups + g) * vb;
-          std::memcpy(chunk + s.code_bytes() + (j * 16 + lane) * vb, q.scales.data() + at, vb);
-          std::memcpy(chunk + s.code_bytes() + s.values_bytes() + (j * 16 + lane) * vb,
-                      q.biases.data() + at, vb);
+          uint8_t* values = chunk + s.code_bytes(width) + (j * width + v) * vb;
+          std::memcpy(values, q.scales.data() + at, vb);
+          std::memcpy(values + s.values_bytes(width), q.biases.data() + at, vb);
         }
       EXPECT_EQ(0, std::memcmp(want.data(), p.bytes.data(), want.size()))
           << c.bits << "-bit g" << c.group << " K=" << c.K << " N=" << c.N;

@@ -146,8 +146,10 @@ struct Call {
   //    kept this kernel at 15 GB/s (8-bit) and 12 GB/s (4-bit) of the 38 GB/s a core reads,
   //    though it runs at 60 and 46 GB/s from cache; with this 24 to 28 GB/s either way, and
   //    6 to 16 KB ahead all measured alike (docs/design-notes.md, the int8 quant dot).
+  // On panels (quant_panels.h) a tile is one stream: per chunk, the chunk `ahead` bytes on in it,
+  // with prefetcht2 where `prefetch` is set, else prefetchnta.
   bool prefetch;
-  int64_t ahead;  // bytes per row; 0: none
+  int64_t ahead;  // bytes per row (on panels: per stream); 0: none
 };
 
 template <int R, int C>
@@ -499,18 +501,85 @@ void transpose_groups(const TransposeNet<W>& net, const Weight& w, int64_t n0, i
   }
 }
 
-// Where a group-interleaved tile finds its columns' code words: word k of chunk ch of column j
-// at codes + j * col + ch * chunk + k * word (bytes; 16 uint32 a word, then the next 16 for
-// AVX2's second half). Panels (quant_panels.h) also hold the scales: column j's 16 of chunk ch at
-// values + j * value_col + ch * chunk, its biases `bias` bytes on; without panels (values null)
-// they come from the weight's arrays.
-struct GrpCodes {
+// Where a group-interleaved tile finds its codes (and, on panels, its scales) in one chunk of
+// `width` groups: word k of column j at codes + j * col + k * word (bytes; `width` uint32 a word,
+// 16 but in a panel's narrow last chunk); column j's scales at values + j * value_col, its biases
+// `bias` bytes on (values null: from the weight's arrays).
+struct GrpChunk {
   const uint8_t* codes;
-  int64_t col, chunk, word;
+  int64_t col, word, width;
   const uint8_t* values = nullptr;
   int64_t value_col = 0, bias = 0;
-  const uint8_t* stream = nullptr;  // panels: the start of the tile's panel (prefetch)
 };
+
+// The codes a group-interleaved tile reads: the per-call scratch of grp_cols (column j at
+// base + j * col, chunks of W words of 16 uint32 one after another), or a weight's panels
+// (quant_panels.h: the tile's columns start at row `first` of the panel at base).
+struct GrpCodes {
+  const uint8_t* base;
+  int64_t col = 0;             // scratch: bytes per column
+  const PanelShape* panels = nullptr;
+  int64_t first = 0;           // panels: the tile's first row in its panel
+
+  template <int W>
+  GrpChunk chunk(int64_t ch) const {
+    if (!panels) return {base + ch * W * kLanes * 4, col, kLanes * 4, kLanes};
+    const PanelShape& s = *panels;
+    const int64_t width = s.width(ch), vb = s.value_bytes;
+    const uint8_t* at = base + s.chunk_offset(ch);
+    return {at + first * width * 4,
+            width * 4,
+            kPanelRows * width * 4,
+            width,
+            at + s.code_bytes(width) + first * width * vb,
+            width * vb,
+            s.values_bytes(width)};
+  }
+};
+
+// The integer sums of one chunk for an R x C tile: x rows at x (group-interleaved order), codes
+// at `g`. Narrow: the chunk's words hold fewer than 16 groups; the missing lanes are loaded as
+// zero codes, so their sums are 0 as in a full chunk padded with zeros.
+template <int Bits, int W, int R, int C, bool Narrow>
+HWY_INLINE void grp_chunk_sums(const int8_t* const* x, int64_t ch, const GrpChunk& g,
+                               VI (&isum)[R][C][kOut]) {
+  const DB db;
+  const DI di;
+  const hn::Repartition<int8_t, DI> ds;
+  constexpr int64_t kStepBytes = Bits == 4 ? 128 : 64;  // x per word: lo + hi, or the bytes
+  const VB mask = hn::Set(db, uint8_t{15});
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j)
+      for (int o = 0; o < kOut; ++o) isum[r][j][o] = hn::Zero(di);
+  for (int o = 0; o < kOut; ++o) {
+    const auto lanes = hn::FirstN(di, static_cast<size_t>(std::clamp<int64_t>(
+                                          g.width - int64_t{o} * kN, 0, kN)));
+    for (int k = 0; k < W; ++k) {
+      const int64_t step = ch * W + k;
+      VB xa[R], xb[R];  // 4-bit: x of the low and high nibbles; 8-bit: xa only
+      for (int r = 0; r < R; ++r) {
+        const int8_t* p = x[r] + step * kStepBytes + o * kN * 4;
+        xa[r] = hn::BitCast(db, hn::LoadU(ds, p));
+        if constexpr (Bits == 4) xb[r] = hn::BitCast(db, hn::LoadU(ds, p + 64));
+      }
+      for (int j = 0; j < C; ++j) {
+        const uint8_t* p = g.codes + j * g.col + k * g.word + o * kN * 4;
+        VB v;
+        if constexpr (Narrow)
+          v = hn::BitCast(db, hn::MaskedLoad(lanes, di, reinterpret_cast<const int32_t*>(p)));
+        else
+          v = hn::LoadU(db, p);
+        if constexpr (Bits == 4) {
+          const VB lo = hn::And(v, mask), hi = hn::And(hn::ShiftRight<4>(v), mask);
+          for (int r = 0; r < R; ++r)
+            isum[r][j][o] = dot4_pair(isum[r][j][o], lo, xa[r], hi, xb[r]);
+        } else {
+          for (int r = 0; r < R; ++r) isum[r][j][o] = dot4_u8(isum[r][j][o], v, xa[r]);
+        }
+      }
+    }
+  }
+}
 
 // y for R rows (m ..) x C columns (n ..) from the group-interleaved codes at `src`; W code words
 // per group.
@@ -518,9 +587,6 @@ template <int Bits, int W, int R, int C>
 HWY_NOINLINE void tile_grp(const Call& c, const GrpCodes& src, int64_t m, int64_t n, float* y,
                            int64_t ldy) {
   const DF df;
-  const DB db;
-  const hn::Repartition<int8_t, DI> ds;
-  constexpr int64_t kStepBytes = Bits == 4 ? 128 : 64;  // x per word: lo + hi, or the bytes
   const Int8Acts& a = *c.a;
   const int8_t* x[R];
   for (int r = 0; r < R; ++r) x[r] = a.row_grp(m + r);
@@ -528,46 +594,34 @@ HWY_NOINLINE void tile_grp(const Call& c, const GrpCodes& src, int64_t m, int64_
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < C; ++j)
       for (int o = 0; o < kOut; ++o) acc[r][j][o] = hn::Zero(df);
-  const VB mask = hn::Set(db, uint8_t{15});
   const int64_t chunks = a.blocks_padded / kChunk;
   for (int64_t ch = 0; ch < chunks; ++ch) {
-    // One-row calls on panels: the chunk `ahead` bytes on in the panel stream (the next tiles').
-    if (R == 1 && c.ahead > 0 && src.stream)
-      for (int64_t b = 0; b < src.chunk; b += 64)
-        __builtin_prefetch(src.stream + ch * src.chunk + c.ahead + b, 0, 0);
+    const GrpChunk g = src.template chunk<W>(ch);
+    // One-row calls on panels: the panel stream `ahead` bytes on (the next tiles' panels), a
+    // chunk's worth per chunk, with the vendor's locality (Call::prefetch: t2, else nta).
+    if (R == 1 && c.ahead > 0 && src.panels) {
+      const int64_t bytes = src.panels->chunk_bytes(g.width);
+      const uint8_t* p = src.base + src.panels->chunk_offset(ch) + c.ahead;
+      if (c.prefetch)
+        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 1);
+      else
+        for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 0);
+    }
     VI isum[R][C][kOut];
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < C; ++j)
-        for (int o = 0; o < kOut; ++o) isum[r][j][o] = hn::Zero(DI());
-    const uint8_t* codes = src.codes + ch * src.chunk;
-    for (int o = 0; o < kOut; ++o)
-      for (int k = 0; k < W; ++k) {
-        const int64_t step = ch * W + k;
-        VB xa[R], xb[R];  // 4-bit: x of the low and high nibbles; 8-bit: xa only
-        for (int r = 0; r < R; ++r) {
-          const int8_t* p = x[r] + step * kStepBytes + o * kN * 4;
-          xa[r] = hn::BitCast(db, hn::LoadU(ds, p));
-          if constexpr (Bits == 4) xb[r] = hn::BitCast(db, hn::LoadU(ds, p + 64));
-        }
-        for (int j = 0; j < C; ++j) {
-          const VB v = hn::LoadU(db, codes + j * src.col + k * src.word + o * kN * 4);
-          if constexpr (Bits == 4) {
-            const VB lo = hn::And(v, mask), hi = hn::And(hn::ShiftRight<4>(v), mask);
-            for (int r = 0; r < R; ++r)
-              isum[r][j][o] = dot4_pair(isum[r][j][o], lo, xa[r], hi, xb[r]);
-          } else {
-            for (int r = 0; r < R; ++r) isum[r][j][o] = dot4_u8(isum[r][j][o], v, xa[r]);
-          }
-        }
-      }
+    if (g.width == kLanes)
+      grp_chunk_sums<Bits, W, R, C, false>(x, ch, g, isum);
+    else
+      grp_chunk_sums<Bits, W, R, C, true>(x, ch, g, isum);
     const int64_t g0 = ch * kChunk, valid = std::min<int64_t>(kChunk, c.groups - g0);
-    if (src.values) {
+    if (g.values) {
+      // A narrow chunk's 16-value loads read on into the next values (the panels' tail pads the
+      // last), which `valid` masks off.
       VF sv[C][kOut], bv[C][kOut];
       const DType t = c.w->scale_dtype;
       for (int j = 0; j < C; ++j) {
-        const uint8_t* v = src.values + j * src.value_col + ch * src.chunk;
+        const uint8_t* v = g.values + j * g.value_col;
         load_group_values(t, v, 0, valid, kChunk, sv[j]);
-        load_group_values(t, v + src.bias, 0, valid, kChunk, bv[j]);
+        load_group_values(t, v + g.bias, 0, valid, kChunk, bv[j]);
       }
       add_chunk_values<Bits, R, C>(c, m, g0, isum, sv, bv, acc);
     } else {
@@ -590,7 +644,7 @@ void grp_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
     transpose_groups<W>(net, *c.w, nb, ne - nb, chunks, scratch.data());
     tiles<kGrpRows, kGrpCols>(0, M, nb, ne, [&]<int TR, int TC>(int64_t m, int64_t n) {
       const GrpCodes src{reinterpret_cast<const uint8_t*>(scratch.data() + (n - nb) * stride),
-                         stride * 4, W * kLanes * 4, kLanes * 4};
+                         stride * 4};
       tile_grp<Bits, W, TR, TC>(c, src, m, n, y + m * N + n, N);
     });
   }
@@ -606,16 +660,7 @@ void panel_cols(const Call& c, int64_t n0, int64_t n1, float* y) {
   const PanelShape s = panel_shape(*c.w);
   const auto* base = static_cast<const uint8_t*>(c.w->panels);
   const auto tile = [&]<int TR, int TC>(int64_t m, int64_t n) {
-    const uint8_t* panel = base + n / kPanelRows * s.panel_bytes();
-    const int64_t j = n % kPanelRows;
-    const GrpCodes src{panel + j * kLanes * 4,
-                       kLanes * 4,
-                       s.chunk_bytes(),
-                       kPanelRows * kLanes * 4,
-                       panel + s.code_bytes() + j * kLanes * s.value_bytes,
-                       kLanes * s.value_bytes,
-                       s.values_bytes(),
-                       panel};
+    const GrpCodes src{base + n / kPanelRows * s.panel_bytes(), 0, &s, n % kPanelRows};
     tile_grp<Bits, W, TR, TC>(c, src, m, n, y + m * N + n, N);
   };
   const int64_t na = std::min(n1, (n0 + kGrpCols - 1) / kGrpCols * kGrpCols);
@@ -693,8 +738,9 @@ void Int8LinearCols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, 
   if (pow2 && shape && a.block == G) {
     const bool gemv = a.M == 1 && gemv_prefetch_bytes() > 0;
     const bool nta = gemv_prefetch_locality() == 0;
-    // On panels a one-row call reads one stream per tile: `ahead` is the whole distance.
-    const Call c{&a, &w, K / G, K * w.bits / 8, gemv && !nta && !w.panels,
+    // On panels a one-row call reads one stream per tile: `ahead` is the whole distance, and
+    // `prefetch` picks the locality.
+    const Call c{&a, &w, K / G, K * w.bits / 8, gemv && !nta,
                  !gemv           ? 0
                  : w.panels      ? gemv_prefetch_bytes()
                  : nta           ? gemv_prefetch_bytes() / gemv_tile_rows_up_to(kGemvCols)

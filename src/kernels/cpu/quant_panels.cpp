@@ -25,6 +25,7 @@ PanelShape panel_shape(const Weight& w) {
   const int64_t groups = w.cols / w.group_size;
   s.words = w.group_size * w.bits / 32;
   s.chunks = (groups + kLanes - 1) / kLanes;
+  s.last = groups - (s.chunks - 1) * kLanes;
   s.value_bytes = static_cast<int64_t>(dtype_size(w.scale_dtype));
   s.panels = (w.rows + kPanelRows - 1) / kPanelRows;
   return s;
@@ -40,22 +41,22 @@ void pack_panels(const Weight& w, int64_t p0, int64_t p1, uint8_t* out) {
   for (int64_t p = p0; p < p1; ++p) {
     uint8_t* panel = out + p * s.panel_bytes();
     std::memset(panel, 0, static_cast<size_t>(s.panel_bytes()));
-    for (int64_t j = 0; j < kPanelRows; ++j) {
-      const int64_t r = p * kPanelRows + j;
-      if (r >= w.rows) break;
-      for (int64_t c = 0; c < s.chunks; ++c) {
-        uint8_t* chunk = panel + c * s.chunk_bytes();
-        const int64_t valid = std::min<int64_t>(kLanes, groups - c * kLanes);
-        for (int64_t g = 0; g < valid; ++g) {
-          const int64_t group = c * kLanes + g;
-          const uint8_t* src = codes + r * row_bytes + group * s.words * 4;
+    if (p + 1 == s.panels) std::memset(panel + s.panel_bytes(), 0, kPanelTail);
+    for (int64_t c = 0; c < s.chunks; ++c) {
+      const int64_t width = s.width(c);
+      uint8_t* chunk = panel + s.chunk_offset(c);
+      uint8_t* sv = chunk + s.code_bytes(width);
+      for (int64_t j = 0; j < kPanelRows; ++j) {
+        const int64_t r = p * kPanelRows + j;
+        if (r >= w.rows) break;
+        for (int64_t v = 0; v < width; ++v) {
+          const uint8_t* src = codes + r * row_bytes + (c * kLanes + v) * s.words * 4;
           for (int64_t k = 0; k < s.words; ++k)
-            std::memcpy(chunk + ((k * kPanelRows + j) * kLanes + g) * 4, src + k * 4, 4);
+            std::memcpy(chunk + ((k * kPanelRows + j) * width + v) * 4, src + k * 4, 4);
         }
-        const int64_t at = (r * groups + c * kLanes) * vb;
-        uint8_t* sv = chunk + s.code_bytes() + j * kLanes * vb;
-        std::memcpy(sv, scales + at, static_cast<size_t>(valid * vb));
-        std::memcpy(sv + s.values_bytes(), biases + at, static_cast<size_t>(valid * vb));
+        const int64_t at = (r * groups + c * kLanes) * vb, n = width * vb;
+        std::memcpy(sv + j * n, scales + at, static_cast<size_t>(n));
+        std::memcpy(sv + s.values_bytes(width) + j * n, biases + at, static_cast<size_t>(n));
       }
     }
   }

@@ -6,11 +6,15 @@
 // one per row plus two for the scales, and never transpose codes per call.
 //
 // Panel p holds rows [p * kPanelRows, (p + 1) * kPanelRows) (past `rows`: zero rows). For each
-// chunk c of 16 groups (the schedule's lane cycle), chunk_bytes():
-//   codes:  for word k of a group (words() per group), for row j of the panel: 16 uint32, word j'
-//           = word k of group 16c + j' of row j (0 past the row's groups);
-//   scales: for row j: 16 values of scale_dtype (groups 16c ..; 0 past the row's groups);
+// chunk c of up to 16 groups (the schedule's lane cycle; width V = 16, the last chunk of a row
+// whose group count is not a multiple of 16 only its remaining groups), chunk_bytes(V):
+//   codes:  for word k of a group (words per group), for row j of the panel: V uint32, word v =
+//           word k of group 16c + v of row j;
+//   scales: for row j: V values of scale_dtype (groups 16c ..);
 //   biases: the same for the biases.
+// So a weight whose rows have fewer than 16 groups (an MoE down projection of width 768 at group
+// 64: 12) streams no padding. bytes() ends with kPanelTail spare bytes, which the kernels' 16-value
+// scale loads of a narrow chunk may read (and mask off).
 // The repacking only moves bits: every element keeps its value fma(q, s, b), and the integer
 // sums the kernels form from it are those of the checkpoint's layout (exact either way).
 #pragma once
@@ -27,18 +31,24 @@
 namespace lockstep::kernels {
 
 inline constexpr int64_t kPanelRows = 4;
+inline constexpr int64_t kPanelTail = 64;
 
 struct PanelShape {
   int64_t words = 0;        // code words (uint32) per group
-  int64_t chunks = 0;       // chunks of 16 groups per row
+  int64_t chunks = 0;       // chunks of up to 16 groups per row
+  int64_t last = 0;         // groups in the last chunk (1..16)
   int64_t value_bytes = 0;  // bytes of one scale or bias
   int64_t panels = 0;
 
-  int64_t code_bytes() const { return kPanelRows * words * kLanes * 4; }  // per chunk
-  int64_t values_bytes() const { return kPanelRows * kLanes * value_bytes; }  // scales, per chunk
-  int64_t chunk_bytes() const { return code_bytes() + 2 * values_bytes(); }
-  int64_t panel_bytes() const { return chunks * chunk_bytes(); }
-  int64_t bytes() const { return panels * panel_bytes(); }
+  int64_t width(int64_t c) const { return c + 1 < chunks ? kLanes : last; }
+  // Per chunk of `width` groups: the codes, one row's scales, the chunk.
+  int64_t code_bytes(int64_t width) const { return kPanelRows * words * width * 4; }
+  int64_t values_bytes(int64_t width) const { return kPanelRows * width * value_bytes; }
+  int64_t chunk_bytes(int64_t width) const { return code_bytes(width) + 2 * values_bytes(width); }
+  // Chunk c starts c full chunks into its panel (only the last can be narrower).
+  int64_t chunk_offset(int64_t c) const { return c * chunk_bytes(kLanes); }
+  int64_t panel_bytes() const { return chunk_offset(chunks - 1) + chunk_bytes(last); }
+  int64_t bytes() const { return panels * panel_bytes() + kPanelTail; }
 };
 
 // Whether the CPU lays `w` out in panels: a 4/8-bit affine weight whose groups are 4, 8 or 16
@@ -47,7 +57,8 @@ struct PanelShape {
 bool panels_cover(const Weight& w);
 PanelShape panel_shape(const Weight& w);
 
-// Writes w's panels (panel_shape(w).bytes() bytes) to `out`, panels [p0, p1).
+// Writes panels [p0, p1) of w into `out` (panel_shape(w).bytes() bytes; the tail is zeroed with
+// the last panel).
 void pack_panels(const Weight& w, int64_t p0, int64_t p1, uint8_t* out);
 
 // Memory for panels: 64-byte aligned pieces of large anonymous mappings in 2 MB-aligned slabs
