@@ -3,7 +3,7 @@
 //   lockstep bench -m DIR [-p 512] [-n 128] [--threads N] [--numerics exact|fast] [--spec ...]
 //   lockstep bench -m DIR --batch N [-p 512] [-n 128]   the engine's batched decode step
 // The machine figures are cached per thread count in ~/.cache/lockstep/machine.json (measured on
-// first use when absent). Every figure is a median over repetitions, with its spread.
+// first use when absent, or when cached by another CPU or measurement method). Every figure is a median over repetitions, with its spread.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -93,7 +93,7 @@ json measure_machine(int threads) {
                pool.size());
   const Summary bw = summarize(kernels::measure_read_gbps(pool, size_t{1} << 30, 7));
   const Summary fma = summarize(kernels::measure_fma_gflops(pool, 7));
-  json m = {{"cpu", cpu_name()}, {"threads", pool.size()},
+  json m = {{"cpu", cpu_name()}, {"threads", pool.size()}, {"method", kernels::kPeakMethod},
             {"read_gbps", summary_json(bw)}, {"fma_gflops", summary_json(fma)}};
   json all;
   const fs::path p = cache_path();
@@ -111,7 +111,8 @@ json machine_for(int threads) {
   if (std::ifstream in(p); in) {
     json all = json::parse(in, nullptr, false);
     const std::string key = std::to_string(threads);
-    if (all.is_object() && all.contains(key) && all[key].value("cpu", "") == cpu_name())
+    if (all.is_object() && all.contains(key) && all[key].value("cpu", "") == cpu_name() &&
+        all[key].value("method", 1) == kernels::kPeakMethod)
       return all[key];
   }
   return measure_machine(threads);

@@ -10,8 +10,13 @@
 
 namespace lockstep::kernels {
 
+// The measurement's version: figures cached by another (bench's machine.json) are measured again.
+// 2: huge pages and the decode kernels' prefetch distance (1: 4 KiB pages, no prefetch).
+inline constexpr int kPeakMethod = 2;
+
 // Sustained read bandwidth in GB/s, all pool threads each summing its share of a `bytes` buffer
-// (far larger than the caches, ordinary 4 KiB pages like the weight mapping); one value per rep.
+// (far larger than the caches) the way decode reads 4/8-bit weights: huge pages where the kernel
+// gives them, each line asked for gemv_prefetch_bytes() ahead (cpu_tuning.h); one value per rep.
 std::vector<double> measure_read_gbps(ThreadPool& pool, size_t bytes, int reps);
 
 // float32 FMA throughput in GFLOP/s (an FMA is 2 FLOPs per lane), every pool thread running

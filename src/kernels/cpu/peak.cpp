@@ -9,13 +9,23 @@ HWY_BEFORE_NAMESPACE();
 namespace lockstep::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Sums n floats with 8 independent vector accumulators (a read stream like a GEMV's).
-float SumFloats(const float* p, size_t n) {
+// Sums n floats with 8 independent vector accumulators (a read stream like a GEMV's), asking for
+// each line `ahead` bytes on as the decode kernels do (cpu_tuning.h; t2 where `t2`, else nta).
+float SumFloats(const float* p, size_t n, size_t ahead, bool t2) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   size_t i = 0;
+  const auto* bytes = reinterpret_cast<const char*>(p);
   for (; i + 8 * L <= n; i += 8 * L) {
+    if (ahead > 0) {
+      for (size_t b = 0; b < 8 * L * sizeof(float); b += 64) {
+        if (t2)
+          __builtin_prefetch(bytes + i * sizeof(float) + ahead + b, 0, 1);
+        else
+          __builtin_prefetch(bytes + i * sizeof(float) + ahead + b, 0, 0);
+      }
+    }
     a0 = hn::Add(a0, hn::LoadU(d, p + i));
     a1 = hn::Add(a1, hn::LoadU(d, p + i + L));
     a2 = hn::Add(a2, hn::LoadU(d, p + i + 2 * L));
@@ -74,11 +84,16 @@ float FmaLoop(size_t iters, double* flops) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <sys/mman.h>
+
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/error.h"
+#include "kernels/cpu/cpu_tuning.h"
 #include "kernels/peak.h"
 
 namespace lockstep::kernels {
@@ -93,7 +108,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::vector<double> measure_read_gbps(ThreadPool& pool, size_t bytes, int reps) {
   const size_t n = bytes / sizeof(float);
-  float* buf = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  // Huge pages where the kernel gives them, like the CPU's weight panels (PanelArena).
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t size = (n * sizeof(float) + kHuge - 1) / kHuge * kHuge;
+  void* map = mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) fail("bench --machine: cannot allocate ", size, " bytes");
+  float* buf = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(map) + kHuge - 1) / kHuge * kHuge);
+  madvise(buf, size, MADV_HUGEPAGE);
+  const size_t ahead = static_cast<size_t>(gemv_prefetch_bytes());
+  const bool t2 = gemv_prefetch_locality() != 0;
   pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) buf[i] = static_cast<float>(i & 1023);  // fault pages in
   }, 4096);
@@ -102,11 +125,11 @@ std::vector<double> measure_read_gbps(ThreadPool& pool, size_t bytes, int reps) 
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
-      sink = sink + HWY_DYNAMIC_DISPATCH(SumFloats)(buf + b, static_cast<size_t>(e - b));
+      sink = sink + HWY_DYNAMIC_DISPATCH(SumFloats)(buf + b, static_cast<size_t>(e - b), ahead, t2);
     }, 4096);
     out.push_back(static_cast<double>(n * sizeof(float)) / seconds_since(t0) / 1e9);
   }
-  std::free(buf);
+  munmap(map, size + kHuge);
   return out;
 }
 
