@@ -180,7 +180,8 @@ class Backend {
   virtual DType kv_dtype() const = 0;
 
   // A weight as this backend computes with it: the CPU uses the checkpoint's (mapped) bytes in
-  // place; CUDA keeps a device copy (BF16) owned by the backend for its lifetime.
+  // place, plus its panel layout of 4/8-bit weights (kernels/cpu/quant_panels.h); CUDA keeps a
+  // device copy (BF16) owned by the backend for its lifetime.
   virtual Weight place(const Weight& host) = 0;
   // A weight only ever read by row lookup (kernels::embedding: an untied embedding table): what
   // place() gives by default; the CPU keeps the checkpoint's layout (its panels serve linears).

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
-#include <vector>
 
 #include "core/error.h"
 #include "core/file_mappings.h"
@@ -18,9 +17,9 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_tuning.h"
 #include "kernels/cpu/quant_panels.h"
-#include "kernels/numerics.h"
 #include "kernels/gated_delta.h"
 #include "kernels/math.h"
+#include "kernels/numerics.h"
 
 namespace lockstep::kernels {
 

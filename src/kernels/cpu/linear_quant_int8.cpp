@@ -292,8 +292,8 @@ HWY_INLINE void load_group_values(DType t, const void* p, int64_t at, int64_t va
 }
 
 // The float part of one chunk of 16 groups (quant_int8.h): for each (row, column) of the tile and
-// each group g, p = d * float(isum), then the two FMAs into lane g mod 16 of acc.
-// The same with the tile's scales sv and biases bv (16 per column, zero past the row's groups).
+// each group g, p = d * float(isum), then the two FMAs into lane g mod 16 of acc; sv and bv: the
+// tile's scales and biases (16 per column, zero past the row's groups).
 template <int Bits, int R, int C>
 HWY_INLINE void add_chunk_values(const Call& c, int64_t m, int64_t g0,
                                  const VI (&isum)[R][C][kOut], const VF (&sv)[C][kOut],
@@ -320,6 +320,7 @@ HWY_INLINE void add_chunk_values(const Call& c, int64_t m, int64_t g0,
   }
 }
 
+// add_chunk_values with the scales and biases of columns n .. read from the weight's arrays.
 template <int Bits, int R, int C>
 HWY_INLINE void add_chunk(const Call& c, int64_t m, int64_t n, int64_t g0, int64_t valid,
                           const VI (&isum)[R][C][kOut], VF (&acc)[R][C][kOut]) {
