@@ -81,9 +81,10 @@ TEST(CpuPanels, MappedCheckpointPagesAreHandedBackAndStillRead) {
     ASSERT_GE(resident, static_cast<int64_t>(t.nbytes));
     const kernels::Weight placed = be->place(w);
     ASSERT_NE(placed.panels, nullptr);
-    // Handed back: the codes' whole pages (all but two at most) leave the process's resident set.
+    // Handed back: the codes' pages leave the process's resident set (all but the partial pages
+    // at their ends, and what the kernel's fault-around maps beside the scales and biases).
     const int64_t page = sysconf(_SC_PAGESIZE);
-    EXPECT_LE(resident_bytes_of_mapping(t.data), resident - static_cast<int64_t>(t.nbytes) + 2 * page);
+    EXPECT_LE(resident_bytes_of_mapping(t.data), resident - static_cast<int64_t>(t.nbytes) + 4 * page);
     // The checkpoint's bytes read the same (mapped again from the page cache).
     EXPECT_EQ(0, std::memcmp(t.data, words.data(), words.size()));
 
