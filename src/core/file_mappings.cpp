@@ -1,5 +1,8 @@
 #include "core/file_mappings.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -41,6 +44,14 @@ bool in_file_mapping(const void* p, size_t bytes) {
   if (it == m.end_of.begin()) return false;
   it = std::prev(it);
   return at + bytes <= it->second;
+}
+
+void release_file_pages(const void* p, size_t bytes) {
+  if (bytes == 0 || !in_file_mapping(p, bytes)) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace lockstep

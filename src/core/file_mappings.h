@@ -12,5 +12,8 @@ void note_file_mapping(const void* p, size_t bytes);
 void forget_file_mapping(const void* p);
 // Whether [p, p + bytes) lies inside one noted mapping.
 bool in_file_mapping(const void* p, size_t bytes);
+// Unmaps the pages wholly inside [p, p + bytes) (MADV_DONTNEED) if the range lies in a noted file
+// mapping; other memory is left as it is (the same advice would zero anonymous pages).
+void release_file_pages(const void* p, size_t bytes);
 
 }  // namespace lockstep

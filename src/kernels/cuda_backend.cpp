@@ -40,6 +40,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/file_mappings.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda_op_profile.h"
@@ -81,16 +82,6 @@ struct Trace {
   }
   Trace& operator<<(const Weight& w) { return *this << w.data << w.rows << w.cols; }
 };
-
-// The checkpoint's pages for [p, p + bytes), once the GPU holds its own copy: dropped, so host
-// memory does not keep a second copy of the model (the mapping is read-only and file-backed; a
-// page shared with a neighbouring tensor is simply read again if that tensor is used).
-void drop_host_pages(const void* p, size_t bytes) {
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-}
 
 // Row r of a host weight as float32 (any dtype or the affine format).
 void host_row(const Weight& w, int64_t r, float* out) {
@@ -308,7 +299,10 @@ class CudaBackend final : public Backend {
     }
     // Float weights are views of the mapped checkpoint; quantized ones may be heap copies made by
     // --quantize, whose pages must not be dropped (anonymous memory would read back as zeros).
-    if (host.quant == QuantFormat::None) drop_host_pages(host.data, host.bytes());
+    // The checkpoint's pages, now on the GPU: unmapped so host memory holds no second copy of
+    // the model (core/file_mappings.h: file pages only; a later read maps them again).
+    if (host.quant == QuantFormat::None)
+      release_file_pages(host.data, static_cast<size_t>(host.bytes()));
     w.data = dev;
     placed_[host.data] = w;
     return w;

@@ -20,15 +20,14 @@
 #include "kernels/quant_int8.h"
 #include "kernels/ref/quant_int8_ref.h"
 #include "kernels/ref/quant_ref.h"
+#include "quant_test_util.h"
 #include "test_util.h"
 
 namespace lockstep::kernels {
 namespace {
 
-struct Case {
-  int bits;
-  int64_t group, N, K;
-};
+using namespace test_quant;
+
 // SIMD shapes (K % 128 == 0, groups 16..256, group counts below, at and past 16) and shapes the
 // integer kernel leaves to the oracle (K % 128 != 0 for 4-bit, K % 64 != 0 for 8-bit).
 const Case kCases[] = {{4, 64, 37, 1024}, {4, 32, 21, 512},  {4, 128, 16, 384}, {4, 16, 9, 256},
@@ -38,53 +37,9 @@ const Case kCases[] = {{4, 64, 37, 1024}, {4, 32, 21, 512},  {4, 128, 16, 384}, 
                        // group-interleaved tiles: one partial chunk, a full and a partial one
                        {4, 64, 11, 768},  {4, 64, 6, 1408},  {4, 32, 13, 640}};
 
-// Sets the quant-dot mode for one scope.
-struct QuantDotScope {
-  QuantDot before = quant_dot();
-  explicit QuantDotScope(QuantDot m) { set_quant_dot(m); }
-  ~QuantDotScope() { set_quant_dot(before); }
-};
-
-QuantizedMatrix quantized(const Case& c, DType scale_dtype, uint32_t seed) {
-  const auto bytes = test::random_weight(DType::BF16, c.N * c.K, seed);
-  Weight w;
-  w.dtype = DType::BF16;
-  w.rows = c.N;
-  w.cols = c.K;
-  w.data = bytes.data();
-  ThreadPool pool(2);
-  return quantize_affine(w, c.bits, c.group, scale_dtype, pool);
-}
-
-std::vector<float> run(const float* x, int64_t M, const Weight& w, const float* bias, int threads) {
-  ThreadPool pool(threads);
-  std::vector<float> y(M * w.rows);
-  linear(x, M, w, bias, y.data(), pool);
-  return y;
-}
-
-std::vector<float> oracle(const float* x, int64_t M, const Weight& w, const float* bias) {
-  std::vector<float> y(M * w.rows);
-  ref::quant_int8_linear_cols(x, M, w, 0, w.rows, y.data());
-  if (bias)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < w.rows; ++n) y[m * w.rows + n] += bias[n];
-  return y;
-}
-
 template <typename T>
 bool same(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
-}
-
-// Activations with a spread of magnitudes per block, exact zeros and ties x * inv = n + 0.5.
-std::vector<float> activations(int64_t n, uint32_t seed) {
-  auto x = test::random_floats(n, seed);
-  for (int64_t i = 0; i < n; ++i) {
-    if (i % 97 == 5) x[i] *= 40.0f;
-    if (i % 53 == 7) x[i] = 0.0f;
-  }
-  return x;
 }
 
 TEST(Int8Acts, EveryCompiledTargetGivesTheOraclesCodes) {

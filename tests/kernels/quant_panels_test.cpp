@@ -18,37 +18,19 @@
 #include "kernels/ops.h"
 #include "kernels/quant_format.h"
 #include "kernels/ref/quant_int8_ref.h"
+#include "quant_test_util.h"
 #include "test_util.h"
 
 namespace lockstep::kernels {
 namespace {
 
-struct Case {
-  int bits;
-  int64_t group, N, K;
-};
+using namespace test_quant;
+
 // Groups of 4, 8 and 16 code words; row counts off the panel height; one partial chunk, full
 // chunks, a full and a partial one.
 const Case kCases[] = {{4, 64, 37, 1024}, {4, 32, 21, 512}, {4, 128, 9, 2304}, {4, 64, 6, 1408},
                        {4, 64, 11, 768},  {8, 64, 23, 1024}, {8, 32, 13, 640}, {8, 16, 10, 320},
                        {4, 128, 5, 384}};
-
-struct QuantDotScope {
-  QuantDot before = quant_dot();
-  explicit QuantDotScope(QuantDot m) { set_quant_dot(m); }
-  ~QuantDotScope() { set_quant_dot(before); }
-};
-
-QuantizedMatrix quantized(const Case& c, DType scale_dtype, uint32_t seed) {
-  const auto bytes = test::random_weight(DType::BF16, c.N * c.K, seed);
-  Weight w;
-  w.dtype = DType::BF16;
-  w.rows = c.N;
-  w.cols = c.K;
-  w.data = bytes.data();
-  ThreadPool pool(2);
-  return quantize_affine(w, c.bits, c.group, scale_dtype, pool);
-}
 
 // A weight with its panels (owned here).
 struct Paneled {
@@ -62,31 +44,6 @@ struct Paneled {
     w.panels = bytes.data();
   }
 };
-
-std::vector<float> run(const float* x, int64_t M, const Weight& w, const float* bias, int threads) {
-  ThreadPool pool(threads);
-  std::vector<float> y(M * w.rows);
-  linear(x, M, w, bias, y.data(), pool);
-  return y;
-}
-
-std::vector<float> oracle(const float* x, int64_t M, const Weight& w, const float* bias) {
-  std::vector<float> y(M * w.rows);
-  ref::quant_int8_linear_cols(x, M, w, 0, w.rows, y.data());
-  if (bias)
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < w.rows; ++n) y[m * w.rows + n] += bias[n];
-  return y;
-}
-
-std::vector<float> activations(int64_t n, uint32_t seed) {
-  auto x = test::random_floats(n, seed);
-  for (int64_t i = 0; i < n; ++i) {
-    if (i % 97 == 5) x[i] *= 40.0f;
-    if (i % 53 == 7) x[i] = 0.0f;
-  }
-  return x;
-}
 
 TEST(QuantPanels, CoverTheGroupInterleavedShapes) {
   for (const Case& c : kCases) EXPECT_TRUE(panels_cover(quantized(c, DType::BF16, 1).view()));

@@ -2,7 +2,6 @@
 // the same arithmetic the model files did inline before backends existed (x += delta, the gate's
 // x * sigmoid(g)), so CPU results keep their bits.
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -48,18 +47,6 @@ void deltanet_token_head(const DeltaNetShape& d, float* delta_state, const float
   gated_delta_step(delta_state + h * d.dk * d.dv, d.dk, d.dv, prepared + kh * d.dk,
                    prepared + KD + kh * d.dk, prepared + 2 * KD + h * d.dv, prepared[C + h],
                    prepared[C + d.nv + h], out);
-}
-
-// The pages wholly inside [p, p + bytes), once the panels hold a copy of them: unmapped where
-// they are a checkpoint file's (core/file_mappings.h), so the process does not hold the model
-// twice; the page cache keeps them, and a later read (the embedding lookup of a tied table, the
-// float quant dot) maps them again. Other memory (weights quantized at load) stays as it is.
-void release_pages(const void* p, int64_t bytes) {
-  if (bytes <= 0 || !in_file_mapping(p, static_cast<size_t>(bytes))) return;
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)) / page * page;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 class CpuBackend final : public Backend {
@@ -127,10 +114,12 @@ class CpuBackend final : public Backend {
     uint8_t* out = panels_.allocate(static_cast<size_t>(s.bytes()));
     threads_->parallel_for(
         s.panels, [&](int64_t p0, int64_t p1) { pack_panels(host, p0, p1, out); }, 16);
-    release_pages(host.data, host.rows * host.cols * host.bits / 8);
+    // The checkpoint's pages of this weight, now copied: unmapped so memory holds one copy (the
+    // page cache keeps them; a later read, e.g. a tied embedding's lookup, maps them again).
     const int64_t values = host.rows * (host.cols / host.group_size) * s.value_bytes;
-    release_pages(host.scales, values);
-    release_pages(host.biases, values);
+    release_file_pages(host.data, static_cast<size_t>(host.rows * host.cols * host.bits / 8));
+    release_file_pages(host.scales, static_cast<size_t>(values));
+    release_file_pages(host.biases, static_cast<size_t>(values));
     Weight w = host;
     w.panels = out;
     return w;
