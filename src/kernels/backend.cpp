@@ -43,6 +43,31 @@ void Backend::linear_experts(std::span<const Weight* const>, int64_t, const floa
   fail(describe(), ": linear_experts is not implemented on this backend (linear_grouped is)");
 }
 
+void Backend::moe_combine_add_rms_norm(const float* expert_out, const int32_t* rows,
+                                       const float* weights, int64_t T, int64_t k, int64_t D,
+                                       const float* shared, const float* shared_gate, float* x,
+                                       const float* w, float eps, bool zero_centered, float* y) {
+  Floats delta = array<float>(T * D);
+  moe_combine(expert_out, rows, weights, T, k, D, shared, shared_gate, delta.data());
+  add_rms_norm(x, delta.data(), T, D, w, eps, zero_centered, y);
+}
+
+void Backend::deltanet_regroup(const DeltaNetShape& d, const float* qkvz, const float* ba,
+                               int64_t T, float* inputs, float* z) {
+  const int64_t r = d.nv / d.nk, KD = d.key_dim(), C = d.conv_dim(), TI = d.token_inputs();
+  const int64_t VD = d.value_dim(), grp = 2 * d.dk + 2 * r * d.dv, QZ = d.nk * grp;
+  for (int64_t g = 0; g < d.nk; ++g) {
+    const float* src = qkvz + g * grp;
+    copy_2d(inputs + g * d.dk, TI, src, QZ, T, d.dk);                            // q
+    copy_2d(inputs + KD + g * d.dk, TI, src + d.dk, QZ, T, d.dk);                // k
+    copy_2d(inputs + 2 * KD + g * r * d.dv, TI, src + 2 * d.dk, QZ, T, r * d.dv);  // v
+    copy_2d(z + g * r * d.dv, VD, src + 2 * d.dk + r * d.dv, QZ, T, r * d.dv);     // z
+    const float* sba = ba + g * 2 * r;
+    copy_2d(inputs + C + g * r, TI, sba + r, 2 * d.nv, T, r);         // a
+    copy_2d(inputs + C + d.nv + g * r, TI, sba, 2 * d.nv, T, r);      // b
+  }
+}
+
 std::unique_ptr<Backend> make_backend(Device d, ThreadPool* threads) {
   return d == Device::Cuda ? make_cuda_backend(threads) : make_cpu_backend(threads);
 }

@@ -254,6 +254,14 @@ class Backend {
   virtual void moe_combine(const float* expert_out, const int32_t* rows, const float* weights,
                            int64_t T, int64_t k, int64_t D, const float* shared,
                            const float* shared_gate, float* out) = 0;
+  // Bitwise moe_combine(..., delta) then add_rms_norm(x, delta, T, D, w, eps, zero_centered, y),
+  // where the combination is needed only as the next norm's residual (an MoE layer followed by a
+  // layer: models/moe_layer.h, DeferredCombine). The default runs those two ops through a scratch
+  // delta; CUDA does it in one launch.
+  virtual void moe_combine_add_rms_norm(const float* expert_out, const int32_t* rows,
+                                        const float* weights, int64_t T, int64_t k, int64_t D,
+                                        const float* shared, const float* shared_gate, float* x,
+                                        const float* w, float eps, bool zero_centered, float* y);
   // out[i] = x[rows[i]] (rows of D floats).
   virtual void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                            float* out) = 0;
@@ -314,6 +322,13 @@ class Backend {
                              const float* dt_bias, const float* inputs, int64_t T,
                              const DeltaNetSpan* spans, int64_t n_spans, int64_t max_span_tokens,
                              float* core) = 0;
+  // Qwen3-Next's fused input projections regrouped into the layout deltanet_step reads: qkvz
+  // [T][nk][q dk | k dk | v r dv | z r dv] and ba [T][nk][b r | a r] (r = nv / nk value heads per
+  // key head) into inputs [T][q | k | v | a | b] (token_inputs() wide) and z [T][value_dim()].
+  // Plain copies. The default is one copy_2d per group and block (6 nk of them); CUDA does it in
+  // one launch.
+  virtual void deltanet_regroup(const DeltaNetShape& s, const float* qkvz, const float* ba,
+                                int64_t T, float* inputs, float* z);
   // y = x / rms(x) * w * silu(z) per row of D (kernels::gated_rms_norm).
   virtual void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D,
                               const float* w, float eps, float* y) = 0;

@@ -504,6 +504,18 @@ class CudaBackend final : public Backend {
     OpScope t(prof_.get(), "moe_combine");
     cuda::moe_combine(expert_out, rows, weights, T, k, D, shared, shared_gate, out);
   }
+  void moe_combine_add_rms_norm(const float* expert_out, const int32_t* rows,
+                                const float* weights, int64_t T, int64_t k, int64_t D,
+                                const float* shared, const float* shared_gate, float* x,
+                                const float* w, float eps, bool zero_centered,
+                                float* y) override {
+    if (skip(Trace() << 45 << expert_out << rows << weights << T << k << D << shared
+                     << shared_gate << x << w << eps << static_cast<int64_t>(zero_centered) << y))
+      return;
+    OpScope t(prof_.get(), "moe_combine_add_rms_norm");
+    cuda::moe_combine_add_rms_norm(expert_out, rows, weights, T, k, D, shared, shared_gate, x, w,
+                                   eps, zero_centered, y);
+  }
   // MoE on the device (backend.h). LOCKSTEP_CUDA_MOE_DEVICE=0 keeps host routing and one launch
   // per expert projection (the same bits; for an A/B of the two paths).
   bool moe_on_device(std::span<const Weight* const> w) const override {
@@ -563,6 +575,13 @@ class CudaBackend final : public Backend {
     if (skip(Trace() << 21 << dst << dst_stride << src << src_stride << rows << cols)) return;
     OpScope t(prof_.get(), "copy_2d");
     cuda::copy_2d(dst, dst_stride, src, src_stride, rows, cols);
+  }
+  void deltanet_regroup(const DeltaNetShape& d, const float* qkvz, const float* ba, int64_t T,
+                        float* inputs, float* z) override {
+    if (skip(Trace() << 44 << qkvz << ba << T << inputs << z << d.nk << d.nv << d.dk << d.dv))
+      return;
+    OpScope t(prof_.get(), "deltanet_regroup");
+    cuda::deltanet_regroup(d, qkvz, ba, T, inputs, z);
   }
   void deltanet_step(const DeltaNetShape& d, const float* conv_w, const float* A_log,
                      const float* dt_bias, const float* inputs, int64_t T,

@@ -67,8 +67,16 @@ DeltaNetWeights load_deltanet(const Checkpoint& ckpt, const ModelConfig& c, cons
 
 void deltanet_project(const DeltaNetWeights& w, const DeltaNetDims& d, const float* h, int64_t T,
                       float* inputs, float* z, kernels::Backend& be) {
-  const int64_t C = d.conv_dim(), TI = d.token_inputs(), nv = d.nv, VD = d.value_dim();
+  const int64_t C = d.conv_dim(), TI = d.token_inputs(), nv = d.nv;
   if (!w.fused) {
+    if (T == 1) {  // one row: qkv | a | b are inputs' own column blocks, so no copies (decode)
+      const kernels::LinearOut proj[] = {{&w.qkv, nullptr, inputs},
+                                         {&w.z, nullptr, z},
+                                         {&w.a, nullptr, inputs + C},
+                                         {&w.b, nullptr, inputs + C + nv}};
+      be.linear_multi(h, T, proj);
+      return;
+    }
     kernels::Floats qkv = be.array<float>(T * C), a = be.array<float>(T * nv),
                     b = be.array<float>(T * nv);
     const kernels::LinearOut proj[] = {{&w.qkv, nullptr, qkv.data()},
@@ -83,23 +91,13 @@ void deltanet_project(const DeltaNetWeights& w, const DeltaNetDims& d, const flo
   }
   // Qwen3-Next: in_proj_qkvz rows come in nk groups of [q dk | k dk | v r*dv | z r*dv] and
   // in_proj_ba rows in nk groups of [b r | a r], r = nv / nk value heads per key head; group g
-  // owns value heads g*r .. g*r+r-1. Regroup to q (all heads) | k | v, z, a, b.
-  const int64_t r = nv / d.nk, KD = d.key_dim(), grp = 2 * d.dk + 2 * r * d.dv;
-  const int64_t QZ = w.qkvz.rows;
-  kernels::Floats qkvz = be.array<float>(T * QZ), ba = be.array<float>(T * 2 * nv);
+  // owns value heads g*r .. g*r+r-1. deltanet_regroup puts them into q (all heads) | k | v, z,
+  // a, b.
+  kernels::Floats qkvz = be.array<float>(T * w.qkvz.rows), ba = be.array<float>(T * 2 * nv);
   const kernels::LinearOut proj[] = {{&w.qkvz, nullptr, qkvz.data()},
                                      {&w.ba, nullptr, ba.data()}};
   be.linear_multi(h, T, proj);
-  for (int64_t g = 0; g < d.nk; ++g) {
-    const float* src = qkvz.data() + g * grp;
-    be.copy_2d(inputs + g * d.dk, TI, src, QZ, T, d.dk);
-    be.copy_2d(inputs + KD + g * d.dk, TI, src + d.dk, QZ, T, d.dk);
-    be.copy_2d(inputs + 2 * KD + g * r * d.dv, TI, src + 2 * d.dk, QZ, T, r * d.dv);
-    be.copy_2d(z + g * r * d.dv, VD, src + 2 * d.dk + r * d.dv, QZ, T, r * d.dv);
-    const float* sba = ba.data() + g * 2 * r;
-    be.copy_2d(inputs + C + g * r, TI, sba + r, 2 * nv, T, r);   // a
-    be.copy_2d(inputs + C + nv + g * r, TI, sba, 2 * nv, T, r);  // b
-  }
+  be.deltanet_regroup(d, qkvz.data(), ba.data(), T, inputs, z);
 }
 
 void deltanet_mix(const DeltaNetWeights& w, const DeltaNetDims& d, const float* inputs,

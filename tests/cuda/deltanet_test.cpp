@@ -277,5 +277,45 @@ TEST_F(CudaTest, GatedRmsNormMatchesCpuAndRows) {
   }
 }
 
+// deltanet_regroup (one launch) puts every element of Qwen3-Next's fused projections where the
+// layer reads it: q, k, v of key head g's group into inputs' q | k | v blocks, its z into z, its
+// b and a into inputs' a | b blocks (Backend::deltanet_regroup's layout, written out here from
+// the group definition, not from the kernel's index arithmetic).
+TEST_F(CudaTest, DeltaNetRegroupPlacesEveryElement) {
+  for (const DeltaNetShape s : {DeltaNetShape{2, 4, 8, 6, 4}, DeltaNetShape{16, 32, 128, 128, 4},
+                                DeltaNetShape{3, 3, 5, 7, 2}}) {
+    for (const int64_t T : {1, 5}) {
+      SCOPED_TRACE("nk=" + std::to_string(s.nk) + " nv=" + std::to_string(s.nv) +
+                   " T=" + std::to_string(T));
+      const int64_t r = s.nv / s.nk, grp = 2 * s.dk + 2 * r * s.dv, QZ = s.nk * grp;
+      const int64_t TI = s.token_inputs(), VD = s.value_dim(), KD = s.key_dim();
+      const auto qkvz = random_floats(T * QZ, 41), ba = random_floats(T * 2 * s.nv, 42);
+      std::vector<float> want_in(T * TI, NAN), want_z(T * VD, NAN);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t g = 0; g < s.nk; ++g) {
+          const float* grp_in = qkvz.data() + t * QZ + g * grp;
+          float* in = want_in.data() + t * TI;
+          for (int64_t i = 0; i < s.dk; ++i) {
+            in[g * s.dk + i] = grp_in[i];                // q
+            in[KD + g * s.dk + i] = grp_in[s.dk + i];    // k
+          }
+          for (int64_t i = 0; i < r * s.dv; ++i) {
+            in[2 * KD + g * r * s.dv + i] = grp_in[2 * s.dk + i];                       // v
+            want_z[t * VD + g * r * s.dv + i] = grp_in[2 * s.dk + r * s.dv + i];         // z
+          }
+          for (int64_t i = 0; i < r; ++i) {
+            const float* b = ba.data() + t * 2 * s.nv + g * 2 * r;  // [b r | a r]
+            in[s.conv_dim() + g * r + i] = b[r + i];        // a
+            in[s.conv_dim() + s.nv + g * r + i] = b[i];     // b
+          }
+        }
+      DeviceBuffer<float> dqkvz(qkvz), dba(ba), din(T * TI), dz(T * VD);
+      deltanet_regroup(s, dqkvz.get(), dba.get(), T, din.get(), dz.get());
+      ASSERT_TRUE(same_bits(din.to_host().data(), want_in.data(), T * TI));
+      ASSERT_TRUE(same_bits(dz.to_host().data(), want_z.data(), T * VD));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::kernels::cuda::test

@@ -1,7 +1,7 @@
 // Programmatic dependent launch (common.cuh) changes scheduling only: a decode-like chain of ops
 // (add_rms_norm, q/k/v linear_multi, attention_prep with its cache write, split attention and
-// merge, o_proj, gate/up, silu_mul, down, a device copy and a memset in between, then the final
-// norm and an lm_head-sized linear) gives the same bits eagerly with PDL off, eagerly with PDL
+// merge, o_proj, gate/up, silu_mul, down, a device copy, a memset and copy_2d in between, then
+// the final norm and an lm_head-sized linear) gives the same bits eagerly with PDL off, eagerly with PDL
 // on, and captured into a CUDA graph with PDL on and replayed twice; the captured graph keeps
 // programmatic (kernel -> kernel) edges.
 #include <gtest/gtest.h>
@@ -118,7 +118,8 @@ struct Net {
       fill_zero(zeroed.get(), T * kD * 4);  // a memset node between kernels
       linear(act.get(), T, d, nullptr, delta.get());
       add(delta.get(), zeroed.get(), T * kD);
-      add(delta.get(), save.get(), T * kD);
+      copy_2d(attn.get(), kD, save.get(), kD, T, kD);  // the copy kernel (attn is free by now)
+      add(delta.get(), attn.get(), T * kD);
     }
     rms_norm(x.get(), T, kD, lnf.get(), 1e-6f, false, h.get());
     linear(h.get(), T, lm, nullptr, logits.get());

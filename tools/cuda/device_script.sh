@@ -24,13 +24,23 @@ op_tests() {
   grep -E '^\[  FAILED  \]' "$out/$1" | head -20 | tee -a "$summary"
 }
 # old_engine: sets $old to an engine to compare this one with, or "" when there is none, and
-# $old_label to what it is ("the old engine" or $OLD_ENV) for notes: an earlier
+# $old_label to what it is ("the old engine" or $OLD_ENV) for notes (a carried engine runs under
+# OLD_ENV too when it is set): an earlier
 # pack carried as .cuda-carry-old/engine.tar.xz (bin/run-lockstep, lib/), or this engine under the
 # environment OLD_ENV (e.g. LOCKSTEP_CUDA_MOE_DEVICE=0: host routing, one launch per expert
 # projection, the path every MoE call past 64 tokens took before the grouped launches).
 old_engine() {
   old="" old_label=""
-  if [ -f "$root/.cuda-carry-old/engine.tar.xz" ]; then
+  if [ -x "$root/.cuda-carry-old/bin/run-lockstep" ]; then  # unpacked already (pack_pair.sh)
+    old="$root/.cuda-carry-old/bin/run-lockstep"
+    old_label="the old engine"
+    if [ -n "${OLD_ENV:-}" ]; then  # the carried engine under OLD_ENV
+      printf '#!/usr/bin/env bash\nexec env %s "%s" "$@"\n' "$OLD_ENV" "$old" >/tmp/lockstep-old-env
+      chmod +x /tmp/lockstep-old-env
+      old=/tmp/lockstep-old-env old_label="the old engine under $OLD_ENV"
+    fi
+    note "old engine: $old ($old_label)"
+  elif [ -f "$root/.cuda-carry-old/engine.tar.xz" ]; then
     mkdir -p /tmp/lockstep-old && tar -xJf "$root/.cuda-carry-old/engine.tar.xz" -C /tmp/lockstep-old
     old=/tmp/lockstep-old/bin/run-lockstep
     old_label="the old engine"

@@ -7,12 +7,14 @@
 #       every kernel of a short eager run, as CSV (ncu_<shape>.csv: duration and DRAM bytes per
 #       launch; fold it with tools/cuda/ncu_summary.py). With an old engine (below), the bench
 #       runs both binaries, alternated, at -p 128 (2 rounds) and -p 2048 (1) (RUNS: round:prompt
-#       pairs), each line with the prefill and decode rates.
+#       pairs), each line with the prefill and decode rates; VARIANT_ENV (e.g.
+#       LOCKSTEP_CUDA_PREFETCH=0) adds this engine under that environment as a third in each round.
+#       OPPROF=0 skips the per-op table, NCU=0 ncu.
 #   tools/cuda/moe_profile_on_device.sh check     the GPU op tests of attention, MoE and Gemma
 #       ops, the generation gate (CHECK=moe: small MoE shapes and a dense Qwen3-0.6B shape;
 #       CHECK=gemma: the small Gemma 3 / 4 / 4-MoE presets with drafts (GEMMA_PRESETS: which)
 #       and Gemma 4's assistant;
-#       CHECK="moe gemma": both), and, with an old engine, greedy tokens and score logit hashes of
+#       CHECK="moe gemma": both; TESTS: the op tests' gtest filter), and, with an old engine, greedy tokens and score logit hashes of
 #       old and new binaries compared (a speed change must not move a bit).
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz; an
 # old engine to compare with travels as .cuda-carry-old/engine.tar.xz (bin/lockstep,
@@ -29,7 +31,7 @@ old_engine
 if [ "$mode" = check ]; then
   # CHECK: moe (default), gemma or "moe gemma".
   sets="${CHECK:-moe}"
-  op_tests cuda_tests.log '*Attention*:*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*HostRouted*:*MoeCombine*:*Elementwise*:*GemmaOps*'
+  op_tests cuda_tests.log "${TESTS:-*Attention*:*DeviceRouting*:*DeviceGrouping*:*GroupedExpert*:*MoeLayerDevice*:*HostRouted*:*MoeCombine*:*Elementwise*:*GemmaOps*}"
   # Prompts of 4 to 160 ids, a repeat among them (lookup finds matches), longer than the small
   # Gemma presets' window of 16; 160 ids: a prefill past kMoeDeviceMaxTokens (host routing, the
   # grouped expert launches sized by the real groups).
@@ -54,11 +56,13 @@ if [ "$mode" = check ]; then
     "$bin" make-random --like qwen3-30b-a3b --layers 3 -o "$work/q3" --dtype bf16 --seed 12 >/dev/null 2>&1
     "$bin" make-random --like qwen3-30b-a3b --layers 1 -o "$work/q3-draft" --dtype bf16 --seed 13 >/dev/null 2>&1
     "$bin" make-random --like qwen3-0.6b -o "$work/d06" --dtype bf16 --seed 14 >/dev/null 2>&1
+    "$bin" make-random --like qwen3-next-80b-a3b --layers 4 -o "$work/qnext" --dtype bf16 --seed 15 >/dev/null 2>&1
     gate gate_qwen35moe_mtp -m "$work/q35"
+    gate gate_qwen3next -m "$work/qnext"
     gate gate_qwen3moe_draft -m "$work/q3" --draft-model "$work/q3-draft"
     gate gate_qwen3moe_q4 -m "$work/q3" --quantize 4
     gate gate_dense06 -m "$work/d06"
-    models+=" q35 q3 d06" ;;
+    models+=" q35 q3 d06 qnext" ;;
   esac
   case " $sets " in *" gemma "*)
     presets="${GEMMA_PRESETS:-small-gemma3 small-gemma4 small-gemma4-moe small-gemma4-hd512}"
@@ -95,11 +99,13 @@ for spec in ${SHAPES:-qwen3-30b-a3b:12 qwen3.5-35b-a3b:12 gemma-4-26b-a4b:6 qwen
   if [ -n "$old" ]; then
     for rp in ${RUNS:-1:128 1:2048 2:128}; do  # round:prompt tokens
       r="${rp%%:*}"; p="${rp##*:}"
-        for which in old new; do
+        for which in old new ${VARIANT_ENV:+variant}; do
           b=$([ $which = old ] && echo "$old" || echo "$bin")
-          d=$("$b" bench -m "$m" --device cuda -p "$p" -n 64 -r 3 2>&1 | tee -a "$out/bench_$s.txt" |
+          label=$which
+          [ $which = variant ] && label="new under $VARIANT_ENV"
+          d=$(env ${VARIANT_ENV:+$([ $which = variant ] && echo "$VARIANT_ENV")} "$b" bench -m "$m" --device cuda -p "$p" -n 64 -r 3 2>&1 | tee -a "$out/bench_$s.txt" |
               awk '/^prefill/ {printf "prefill %s tok/s, ", $3} /^decode/ {print "decode", $3, $7, $8}')
-          note "$s ($layers layers) round $r -p $p $which: $d"
+          note "$s ($layers layers) round $r -p $p $label: $d"
         done
     done
   else
@@ -107,9 +113,11 @@ for spec in ${SHAPES:-qwen3-30b-a3b:12 qwen3.5-35b-a3b:12 gemma-4-26b-a4b:6 qwen
     "$bin" bench -m "$m" --device cuda -p 128 -n 64 -r 3 2>&1 | tee "$out/bench_$s.txt" |
       grep -E "^(prefill|decode)" | sed "s/^/$s /" | tee -a "$summary"
   fi
-  stamp "$s: op profile"
-  LOCKSTEP_CUDA_PROFILE=1 "$bin" bench -m "$m" --device cuda -p 16 -n 32 -r 1 \
-    >"$out/profile_$s.txt" 2>&1
+  if [ "${OPPROF:-1}" != 0 ]; then
+    stamp "$s: op profile"
+    LOCKSTEP_CUDA_PROFILE=1 "$bin" bench -m "$m" --device cuda -p 16 -n 32 -r 1 \
+      >"$out/profile_$s.txt" 2>&1
+  fi
   if [ -n "$ncu" ] && [ "${NCU:-first}" != 0 ] && { [ "${NCU:-first}" = all ] || [ $first = 1 ]; }; then
     stamp "$s: ncu"
     LOCKSTEP_CUDA_GRAPHS=0 timeout 300 "$ncu" --clock-control none --csv --print-units base \

@@ -191,6 +191,12 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, floa
 // expert_out's row of assignment i is rows[i] (null: i).
 void moe_combine(const float* expert_out, const int32_t* rows, const float* weights, int64_t T,
                  int64_t k, int64_t D, const float* shared, const float* shared_gate, float* out);
+// Backend::moe_combine_add_rms_norm: one block per token, the combination computed as moe_combine
+// computes it and added and normalised as add_rms_norm does (one launch instead of two).
+void moe_combine_add_rms_norm(const float* expert_out, const int32_t* rows, const float* weights,
+                              int64_t T, int64_t k, int64_t D, const float* shared,
+                              const float* shared_gate, float* x, const float* w, float eps,
+                              bool zero_centered, float* y);
 
 // --- mixture of experts on the device (moe_route.cu, linear_experts.cu) ------------------------
 // Limits of the device routing and grouping (shared memory of one block).
@@ -275,11 +281,17 @@ void deltanet_step(const DeltaNetShape& s, const float* conv_w, const float* A_l
                    const float* dt_bias, const float* inputs, int64_t T, const DeltaNetSpan* spans,
                    int64_t n_spans, int64_t max_span_tokens, float* core);
 
+// Backend::deltanet_regroup in one launch: Qwen3-Next's qkvz [T][nk][q | k | v | z] and ba
+// [T][nk][b | a] rows into inputs [T][q | k | v | a | b] and z [T][value_dim] (plain copies).
+void deltanet_regroup(const DeltaNetShape& s, const float* qkvz, const float* ba, int64_t T,
+                      float* inputs, float* z);
+
 // y = x / rms(x) * w * silu(z) per row of D (kernels::gated_rms_norm). y may equal x.
 void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
                     float eps, float* y);
 
-// dst[r][0..cols) = src[r][0..cols) for r < rows, row strides in floats (cudaMemcpy2DAsync).
+// dst[r][0..cols) = src[r][0..cols) for r < rows, row strides in floats (a kernel, so a recorded
+// step keeps its programmatic launches; copy_2d.cu).
 void copy_2d(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
              int64_t cols);
 

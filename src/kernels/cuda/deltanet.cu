@@ -19,6 +19,7 @@
 // span's position in the call, on the other spans, or on the column tiling (columns of the delta
 // rule are independent). So the GPU should give the CPU's bits, which the tests report (they
 // assert a tolerance only).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -307,7 +308,55 @@ __global__ void __launch_bounds__(kNormThreads)
     yr[d] = __fmul_rn(__fmul_rn(__fmul_rn(xr[d], inv), w[d]), silu_f32(zr[d]));
 }
 
+// One thread per destination element of a token: columns [0, TI) of inputs, then [0, VD) of z,
+// each read from its place in qkvz or ba (Backend::deltanet_regroup's layout).
+__global__ void deltanet_regroup_kernel(const float* __restrict__ qkvz,
+                                        const float* __restrict__ ba, int64_t T, int nk, int nv,
+                                        int dk, int dv, float* __restrict__ inputs,
+                                        float* __restrict__ z) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  const int64_t r = nv / nk, KD = static_cast<int64_t>(nk) * dk, VD = static_cast<int64_t>(nv) * dv;
+  const int64_t C = 2 * KD + VD, TI = C + 2 * nv, grp = 2 * dk + 2 * r * dv, QZ = nk * grp;
+  const int64_t width = TI + VD;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < T * width;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / width, c = i % width;
+    const float* q = qkvz + t * QZ;
+    const float* b = ba + t * 2 * nv;
+    float v;
+    if (c < KD) v = q[c / dk * grp + c % dk];                           // q
+    else if (c < 2 * KD) v = q[(c - KD) / dk * grp + dk + (c - KD) % dk];  // k
+    else if (c < C) {                                                  // v
+      const int64_t j = c - 2 * KD;
+      v = q[j / (r * dv) * grp + 2 * dk + j % (r * dv)];
+    } else if (c < C + nv) v = b[(c - C) / r * 2 * r + r + (c - C) % r];  // a
+    else if (c < TI) v = b[(c - C - nv) / r * 2 * r + (c - C - nv) % r];   // b
+    else {                                                             // z
+      const int64_t j = c - TI;
+      v = q[j / (r * dv) * grp + 2 * dk + r * dv + j % (r * dv)];
+      z[t * VD + j] = v;
+      continue;
+    }
+    inputs[t * TI + c] = v;
+  }
+}
+
 }  // namespace
+
+void deltanet_regroup(const DeltaNetShape& s, const float* qkvz, const float* ba, int64_t T,
+                      float* inputs, float* z) {
+  if (T <= 0) return;
+  if (s.nk <= 0 || s.nv <= 0 || s.nv % s.nk != 0 || s.dk <= 0 || s.dv <= 0)
+    fail("CUDA deltanet_regroup: invalid shape nk=", s.nk, " nv=", s.nv, " dk=", s.dk, " dv=",
+         s.dv);
+  constexpr int kThreads = 256;
+  const int64_t n = T * (s.token_inputs() + s.value_dim());
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 4096));
+  launch("deltanet_regroup_kernel", deltanet_regroup_kernel, blocks, kThreads, 0, qkvz, ba, T,
+         static_cast<int>(s.nk), static_cast<int>(s.nv), static_cast<int>(s.dk),
+         static_cast<int>(s.dv), inputs, z);
+}
 
 void deltanet_step(const DeltaNetShape& s, const float* conv_w, const float* A_log,
                    const float* dt_bias, const float* inputs, int64_t T, const DeltaNetSpan* spans,

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The CPU's 4/8-bit panel layout (kernels/cpu/quant_panels.h) against the checkpoint layout and
+# llama.cpp, on the GPU machine's host CPU (16 cores; Intel there) in one call: the MoE decode of
+# tools/bench/moe_cpu_vs_llamacpp.sh (a qwen3-30b-a3b shape with LAYERS layers, 4-bit against
+# Q4_0 --pure) and the dense decode of tools/bench/quant_vs_llamacpp.sh (a qwen3-1.7b shape, 4- and
+# 8-bit against Q4_0 --pure and Q8_0), each with the same engine under LOCKSTEP_CPU_PANELS=0 as
+# the third engine of every round. llama.cpp (CPU only, GGML_NATIVE) is built from the carried
+# source tarball. Run from the repo root with carry [".cuda-carry-engine-xz", ".cuda-carry-llama"]
+# (tools/cuda/pack_engine.sh, tools/bench/pack_llama_cuda.sh):
+#   tools/bench/cpu_panels_on_device.sh build   only build llama.cpp (e.g. in the background while
+#                                               the same call runs GPU checks)
+#   tools/bench/cpu_panels_on_device.sh         the benchmarks (building llama.cpp first if needed)
+# env: LAYERS (8), ROUNDS (2), THREADS ("2 16"), DENSE (1: also the dense runs, DENSE_ROUNDS 1).
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root" || exit 1
+out="${OUT:-$root/cuda-logs}"
+mkdir -p "$out"
+llama_src=/tmp/moe-vs-llamacpp-work/llama
+llama="$llama_src/build"
+build_llama() {
+  [ -x "$llama/bin/llama-bench" ] && [ -x "$llama/bin/llama-quantize" ] && return 0
+  mkdir -p "$llama_src" && tar -xJf .cuda-carry-llama/llama-src.tar.xz -C "$llama_src" &&
+  cmake -S "$llama_src" -B "$llama" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF -DGGML_NATIVE=ON \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_APP=OFF >"$out/llama_configure.log" 2>&1 &&
+  cmake --build "$llama" --target llama-bench llama-quantize -j "$(nproc)" >"$out/llama_build.log" 2>&1
+}
+if [ "${1:-}" = build ]; then build_llama; exit $?; fi
+. tools/cuda/engine_env.sh  # $bin: the packed engine
+lscpu | grep -m1 "Model name" | tee "$out/cpu.txt"
+uptime | tee -a "$out/cpu.txt"
+build_llama || { echo "llama.cpp build failed"; tail -n 20 "$out"/llama_*.log; exit 1; }
+nopanels=/tmp/lockstep-nopanels
+printf '#!/bin/sh\nLOCKSTEP_CPU_PANELS=0 exec "%s" "$@"\n' "$bin" >"$nopanels"
+chmod +x "$nopanels"
+threads="${THREADS:-2 16}"
+OUT="$out/moe" LLAMA_BIN_DIR="$llama/bin" LOCKSTEP_BIN="$bin" LOCKSTEP_BIN_B="$nopanels" \
+  bash tools/bench/moe_cpu_vs_llamacpp.sh none "${LAYERS:-8}" "${ROUNDS:-2}" "$threads" 2>&1 |
+  tail -n 12 | tee "$out/moe_summary.txt"
+[ "${DENSE:-1}" = 1 ] || exit 0
+for t in $threads; do
+  LOCKSTEP_BIN="$bin" LOCKSTEP_BIN_B="$nopanels" \
+    ENGINES="ls:q4 lb:q4 ll:Q4_0-pure ls:q8 lb:q8 ll:Q8_0" \
+    bash tools/bench/quant_vs_llamacpp.sh "$llama" /tmp/qvl "${DENSE_ROUNDS:-1}" "$t" 2>&1 |
+    tail -n 14 | tee "$out/dense_t$t.txt"
+done
