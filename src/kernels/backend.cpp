@@ -43,15 +43,6 @@ void Backend::linear_experts(std::span<const Weight* const>, int64_t, const floa
   fail(describe(), ": linear_experts is not implemented on this backend (linear_grouped is)");
 }
 
-void Backend::moe_combine_add_rms_norm(const float* expert_out, const int32_t* rows,
-                                       const float* weights, int64_t T, int64_t k, int64_t D,
-                                       const float* shared, const float* shared_gate, float* x,
-                                       const float* w, float eps, bool zero_centered, float* y) {
-  Floats delta = array<float>(T * D);
-  moe_combine(expert_out, rows, weights, T, k, D, shared, shared_gate, delta.data());
-  add_rms_norm(x, delta.data(), T, D, w, eps, zero_centered, y);
-}
-
 void Backend::deltanet_regroup(const DeltaNetShape& d, const float* qkvz, const float* ba,
                                int64_t T, float* inputs, float* z) {
   const int64_t r = d.nv / d.nk, KD = d.key_dim(), C = d.conv_dim(), TI = d.token_inputs();

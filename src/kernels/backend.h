@@ -254,14 +254,6 @@ class Backend {
   virtual void moe_combine(const float* expert_out, const int32_t* rows, const float* weights,
                            int64_t T, int64_t k, int64_t D, const float* shared,
                            const float* shared_gate, float* out) = 0;
-  // Bitwise moe_combine(..., delta) then add_rms_norm(x, delta, T, D, w, eps, zero_centered, y),
-  // where the combination is needed only as the next norm's residual (an MoE layer followed by a
-  // layer: models/moe_layer.h, DeferredCombine). The default runs those two ops through a scratch
-  // delta; CUDA does it in one launch.
-  virtual void moe_combine_add_rms_norm(const float* expert_out, const int32_t* rows,
-                                        const float* weights, int64_t T, int64_t k, int64_t D,
-                                        const float* shared, const float* shared_gate, float* x,
-                                        const float* w, float eps, bool zero_centered, float* y);
   // out[i] = x[rows[i]] (rows of D floats).
   virtual void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                            float* out) = 0;

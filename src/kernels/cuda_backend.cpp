@@ -504,18 +504,6 @@ class CudaBackend final : public Backend {
     OpScope t(prof_.get(), "moe_combine");
     cuda::moe_combine(expert_out, rows, weights, T, k, D, shared, shared_gate, out);
   }
-  void moe_combine_add_rms_norm(const float* expert_out, const int32_t* rows,
-                                const float* weights, int64_t T, int64_t k, int64_t D,
-                                const float* shared, const float* shared_gate, float* x,
-                                const float* w, float eps, bool zero_centered,
-                                float* y) override {
-    if (skip(Trace() << 45 << expert_out << rows << weights << T << k << D << shared
-                     << shared_gate << x << w << eps << static_cast<int64_t>(zero_centered) << y))
-      return;
-    OpScope t(prof_.get(), "moe_combine_add_rms_norm");
-    cuda::moe_combine_add_rms_norm(expert_out, rows, weights, T, k, D, shared, shared_gate, x, w,
-                                   eps, zero_centered, y);
-  }
   // MoE on the device (backend.h). LOCKSTEP_CUDA_MOE_DEVICE=0 keeps host routing and one launch
   // per expert projection (the same bits; for an A/B of the two paths).
   bool moe_on_device(std::span<const Weight* const> w) const override {

@@ -68,20 +68,15 @@ class DenseModel final : public KvModel {
     be.embedding(embed_, b.device_tokens.data(), T, x.data());
     // Each residual add is fused with the norm that reads its x (add_rms_norm: the same bits as
     // add then rms_norm); the last layer's MLP residual is a plain add.
-    // An MoE block's combination is done by the next layer's norm (residual_norm).
-    DeferredCombine deferred;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const DenseLayer& L = layers_[l];
       if (l == 0) be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, false, h.data());
-      else
-        residual_norm(x.data(), delta.data(), deferred, T, H, L.input_norm.data(), eps, false,
-                      h.data(), be);
+      else be.add_rms_norm(x.data(), delta.data(), T, H, L.input_norm.data(), eps, false, h.data());
       attention_forward(L.attn, c, h.data(), T, b.rows, kv_, l, delta.data(), be,
                         {.window = L.window});
       be.add_rms_norm(x.data(), delta.data(), T, H, L.post_attention_norm.data(), eps, false,
                       h.data());
-      feed_forward(L.mlp, h.data(), T, delta.data(), be,
-                   l + 1 < c.num_hidden_layers ? &deferred : nullptr);
+      feed_forward(L.mlp, h.data(), T, delta.data(), be);
     }
     if (c.num_hidden_layers > 0) be.add(x.data(), delta.data(), T * H);
     return finish_forward(items, b, x.data(), H, {&final_norm_, lm_head_, eps, false}, be);

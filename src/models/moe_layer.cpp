@@ -67,7 +67,7 @@ std::unique_ptr<MoeWeights> load_moe(const Checkpoint& ckpt, const ModelConfig& 
 }
 
 void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
-                 kernels::Backend& be, DeferredCombine* defer) {
+                 kernels::Backend& be) {
   const int64_t E = static_cast<int64_t>(m.experts.size()), H = m.router.cols;
   kernels::Floats logits = be.array<float>(T * E);
   // The shared expert and its gate (Qwen3.5, Qwen3-Next) do not depend on the routing. Where the
@@ -99,14 +99,9 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   const float* const s = shared.data();
   const float* const sg = shared_gate.data();
   if (routes_on_device(m.set, T)) {
-    DeviceRouting r =
+    const DeviceRouting r =
         route_on_device(logits.data(), T, E, m.top_k, m.normalize, nullptr, be, grouped);
-    routed_experts_forward_device(m.set, false, h, r, s, sg, out, be, defer);
-    if (defer && defer->pending) {  // the arrays the combination reads live on in *defer
-      defer->routing = std::move(r);
-      defer->shared_out = std::move(shared);
-      defer->shared_gate = std::move(shared_gate);
-    }
+    routed_experts_forward_device(m.set, false, h, r, s, sg, out, be);
     return;
   }
   const Routing r = route_to_host(m.set, logits.data(), T, E, m.top_k, m.normalize, {}, nullptr, be);
@@ -283,8 +278,7 @@ void routed_experts_forward_host_routed(const ExpertSet& set,
 // the active experts and their rows from the groups table.
 void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
                                    const DeviceRouting& r, const float* shared,
-                                   const float* shared_gate, float* out, kernels::Backend& be,
-                                   DeferredCombine* defer) {
+                                   const float* shared_gate, float* out, kernels::Backend& be) {
   if (!set.on_device) fail("routed_experts_forward_device: the backend does not run these experts");
   if (r.shared && (!set.holds_shared || shared))
     fail("routed_experts_forward_device: the routing groups the shared expert, but the set does "
@@ -307,28 +301,7 @@ void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const f
   be.linear_experts(set.down, 1, gate.data(), nullptr, down, groups, r.max_rows, rows);
   // The shared expert's rows follow the routed ones, token by token.
   if (r.shared) shared = ys.data() + n * H;
-  if (defer) {
-    defer->pending = true;
-    defer->rows = slot, defer->weights = weights, defer->shared = shared;
-    defer->gate = shared_gate, defer->T = T, defer->k = k, defer->H = H;
-    defer->ys = std::move(ys);  // the pointers into it stay valid
-    return;
-  }
   be.moe_combine(ys.data(), slot, weights, T, k, H, shared, shared_gate, out);
-}
-
-void residual_norm(float* x, const float* delta, DeferredCombine& deferred, int64_t T, int64_t H,
-                   const float* w, float eps, bool zero_centered, float* h, kernels::Backend& be) {
-  if (!deferred.pending) {
-    be.add_rms_norm(x, delta, T, H, w, eps, zero_centered, h);
-    return;
-  }
-  if (deferred.T != T || deferred.H != H)
-    fail("residual_norm: the deferred MoE combination is ", deferred.T, " x ", deferred.H,
-         ", the norm's rows ", T, " x ", H);
-  be.moe_combine_add_rms_norm(deferred.ys.data(), deferred.rows, deferred.weights, T, deferred.k,
-                              H, deferred.shared, deferred.gate, x, w, eps, zero_centered, h);
-  deferred = DeferredCombine{};  // its arrays go back to the backend
 }
 
 int64_t feed_forward_record_limit(const FeedForward& ffn, int64_t dense_limit) {
@@ -344,8 +317,8 @@ FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
 }
 
 void feed_forward(const FeedForward& ffn, const float* h, int64_t T, float* out,
-                  kernels::Backend& be, DeferredCombine* defer) {
-  if (ffn.moe) moe_forward(*ffn.moe, h, T, out, be, defer);
+                  kernels::Backend& be) {
+  if (ffn.moe) moe_forward(*ffn.moe, h, T, out, be);
   else mlp_forward(ffn.dense, h, T, out, be);
 }
 

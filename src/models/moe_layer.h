@@ -121,36 +121,13 @@ void routed_experts_forward_host_routed(const ExpertSet& set,
                                         const float* shared, const float* shared_gate, float* out,
                                         kernels::Backend& be);
 
-// An MoE block's last op, the combination of its experts' outputs, held back for the residual
-// add and norm that start the next layer (residual_norm), which then does both in one launch
-// (Backend::moe_combine_add_rms_norm, the same bits as moe_combine then add_rms_norm). It owns
-// every array the combination reads; `pending` is false when there is none.
-struct DeferredCombine {
-  bool pending = false;
-  DeviceRouting routing;                     // slot (rows) and weights
-  kernels::Floats ys, shared_out, shared_gate;
-  const int32_t* rows = nullptr;
-  const float* weights = nullptr;
-  const float* shared = nullptr;  // null: no shared expert
-  const float* gate = nullptr;
-  int64_t T = 0, k = 0, H = 0;
-};
-
-// x += delta, or += the deferred combination when one is pending (consumed), then
-// h = rms_norm(x) (Backend::add_rms_norm's bits either way).
-void residual_norm(float* x, const float* delta, DeferredCombine& deferred, int64_t T, int64_t H,
-                   const float* w, float eps, bool zero_centered, float* h, kernels::Backend& be);
-
 // routed_experts_forward with the routing and grouping in backend memory: no host read, the same
 // ops for any routing, so the call can be recorded. Needs set.on_device. Bitwise
 // routed_experts_forward of the same routing. With r.shared (set.holds_shared), the shared
 // expert's output is the grouped launches' rows past the routed ones and `shared` must be null.
-// With `defer`, the combination is not run: `out` is left alone and *defer takes it (ys and the
-// pointers; the caller moves the arrays it owns, the routing included, into it too).
 void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const float* h,
                                    const DeviceRouting& r, const float* shared,
-                                   const float* shared_gate, float* out, kernels::Backend& be,
-                                   DeferredCombine* defer = nullptr);
+                                   const float* shared_gate, float* out, kernels::Backend& be);
 
 struct MoeWeights {
   kernels::Weight router;  // [E][H]
@@ -180,11 +157,8 @@ FeedForward load_feed_forward(const Checkpoint& ckpt, const ModelConfig& c,
 // kernels::kMoeDeviceMaxTokens; otherwise it reads the router logits back to the host to route
 // (the call then cannot be a recorded step) and, on such a backend, still runs the experts as
 // grouped launches. The bits are the same either way.
-// With `defer`, an MoE block that routes on the device leaves its combination to *defer
-// (DeferredCombine: the next layer's residual_norm does it) and does not write `out`; a dense
-// MLP, or experts routed on the host, write `out` as always and leave *defer empty.
 void feed_forward(const FeedForward& ffn, const float* h, int64_t T, float* out,
-                  kernels::Backend& be, DeferredCombine* defer = nullptr);
+                  kernels::Backend& be);
 
 // The most tokens a step through this feed-forward may hold and still be recorded, i.e. read
 // nothing back to the host: `dense_limit` for a dense MLP, kernels::kMoeDeviceMaxTokens for experts

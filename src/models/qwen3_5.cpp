@@ -211,15 +211,12 @@ class HybridModel final : public Model {
         n_linear_ > 0 ? static_cast<int64_t>(host_copies.size()) / n_linear_ : 0;
     const kernels::DeviceArray<kernels::CopySpan> copies = be.upload(host_copies);
     // Each residual add is fused with the norm that reads its x (add_rms_norm: the same bits as
-    // add then rms_norm), and an MoE block's combination with the next layer's (residual_norm);
-    // the last layer's MLP residual is a plain add.
-    DeferredCombine deferred;
+    // add then rms_norm); the last layer's MLP residual is a plain add.
     for (const HybridLayer& L : layers_) {
       if (&L == &layers_.front())
         be.rms_norm(x.data(), T, H, L.input_norm.data(), eps, true, h.data());
       else
-        residual_norm(x.data(), delta.data(), deferred, T, H, L.input_norm.data(), eps, true,
-                      h.data(), be);
+        be.add_rms_norm(x.data(), delta.data(), T, H, L.input_norm.data(), eps, true, h.data());
       if (L.kind == LayerKind::FullAttention) {
         attention_forward(L.attn, c, h.data(), T, b.rows, kv_, L.index, delta.data(), be);
       } else {
@@ -231,8 +228,7 @@ class HybridModel final : public Model {
       }
       be.add_rms_norm(x.data(), delta.data(), T, H, L.post_attention_norm.data(), eps, true,
                       h.data());
-      feed_forward(L.mlp, h.data(), T, delta.data(), be,
-                   &L == &layers_.back() ? nullptr : &deferred);
+      feed_forward(L.mlp, h.data(), T, delta.data(), be);
     }
     if (!layers_.empty()) be.add(x.data(), delta.data(), T * H);
     return finish_forward(items, b, x.data(), H, {&final_norm_, lm_head_, eps, true}, be);

@@ -242,44 +242,6 @@ TEST_F(CudaTest, MoeCombineMatchesCpuBitwise) {
   EXPECT_TRUE(same_bits(dvia.to_host().data(), want.data(), T * D)) << "rows through slot";
 }
 
-// moe_combine_add_rms_norm (one launch) gives exactly moe_combine into a delta then add_rms_norm:
-// the updated x and the normed y, at every PER variant of the norm (D of 200, 2048, 7000 and the
-// two-pass 9000), with and without the shared expert and the slot permutation, one and several
-// tokens, plain and zero-centred weights.
-TEST_F(CudaTest, MoeCombineAddRmsNormIsCombineThenAddRmsNorm) {
-  for (const int64_t D : {200, 2048, 7000, 9000}) {
-    for (const int64_t T : {1, 5}) {
-      const int64_t k = 8;
-      const auto y = random_floats(T * k * D, 31), w = random_floats(T * k, 32, 0.0f, 1.0f);
-      const auto shared = random_floats(T * D, 33), gate = random_floats(T, 34, -4.0f, 4.0f);
-      const auto x0 = random_floats(T * D, 35, -2.0f, 2.0f), nw = random_floats(D, 36, 0.5f, 1.5f);
-      std::vector<int32_t> perm(T * k);
-      std::iota(perm.begin(), perm.end(), 0);
-      std::mt19937 rng(37);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      DeviceBuffer<float> dy(y), dw(w), dshared(shared), dgate(gate), dnw(nw);
-      DeviceBuffer<int32_t> dperm(perm);
-      for (const bool with_shared : {false, true})
-        for (const bool via_rows : {false, true})
-          for (const bool zc : {false, true}) {
-            SCOPED_TRACE("D=" + std::to_string(D) + " T=" + std::to_string(T) +
-                         " shared=" + std::to_string(with_shared) +
-                         " rows=" + std::to_string(via_rows) + " zc=" + std::to_string(zc));
-            const int32_t* rows = via_rows ? dperm.get() : nullptr;
-            const float* sh = with_shared ? dshared.get() : nullptr;
-            const float* g = with_shared ? dgate.get() : nullptr;
-            DeviceBuffer<float> xa(x0), xb(x0), delta(T * D), ya(T * D), yb(T * D);
-            moe_combine(dy.get(), rows, dw.get(), T, k, D, sh, g, delta.get());
-            add_rms_norm(xa.get(), delta.get(), T, D, dnw.get(), 1e-6f, zc, ya.get());
-            moe_combine_add_rms_norm(dy.get(), rows, dw.get(), T, k, D, sh, g, xb.get(),
-                                     dnw.get(), 1e-6f, zc, yb.get());
-            ASSERT_TRUE(same_bits(xb.to_host().data(), xa.to_host().data(), T * D)) << "x";
-            ASSERT_TRUE(same_bits(yb.to_host().data(), ya.to_host().data(), T * D)) << "y";
-          }
-    }
-  }
-}
-
 TEST_F(CudaTest, DescribesDevice) {
   const std::string d = describe_device();
   std::printf("  device: %s\n", d.c_str());

@@ -191,12 +191,6 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, floa
 // expert_out's row of assignment i is rows[i] (null: i).
 void moe_combine(const float* expert_out, const int32_t* rows, const float* weights, int64_t T,
                  int64_t k, int64_t D, const float* shared, const float* shared_gate, float* out);
-// Backend::moe_combine_add_rms_norm: one block per token, the combination computed as moe_combine
-// computes it and added and normalised as add_rms_norm does (one launch instead of two).
-void moe_combine_add_rms_norm(const float* expert_out, const int32_t* rows, const float* weights,
-                              int64_t T, int64_t k, int64_t D, const float* shared,
-                              const float* shared_gate, float* x, const float* w, float eps,
-                              bool zero_centered, float* y);
 
 // --- mixture of experts on the device (moe_route.cu, linear_experts.cu) ------------------------
 // Limits of the device routing and grouping (shared memory of one block).

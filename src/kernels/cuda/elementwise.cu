@@ -9,10 +9,10 @@
 // latency, not bandwidth (a 4096-float row is 16 KiB): what pays there is fewer launches (the
 // fused ops) and issuing a row's loads together (the norms' register-held rows).
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/mma.cuh"
 
 namespace lockstep::kernels::cuda {
@@ -21,6 +21,14 @@ namespace {
 using namespace detail;
 
 constexpr int kThreads = 256;
+
+// Threads a block for a per-element launch of n items: kThreads, or 64 where kThreads would fill
+// fewer blocks than the GPU has multiprocessors. A decode step's few thousand elements (an MoE
+// combination, SiLU-up) then spread over four times the multiprocessors, each with a quarter of
+// the loads in flight. Each element is still one thread's, so the bits do not move.
+int elementwise_threads(int64_t n) {
+  return blocks_for(n, kThreads) < static_cast<unsigned>(device_caps().sm_count) ? 64 : kThreads;
+}
 
 __global__ void embedding_kernel(const uint16_t* __restrict__ table, const int32_t* __restrict__ ids,
                                  int64_t n, int64_t D, float* __restrict__ out) {
@@ -70,54 +78,21 @@ __device__ __forceinline__ float norm_weight(const float* w, int64_t d, bool zer
   return zero_centered ? __fadd_rn(1.0f, w[d]) : w[d];
 }
 
-// What the residual add of a norm adds to element d of its row: nothing (a plain norm), a delta
-// array's element, or an MoE layer's combination of its experts' outputs for the row's token,
-// computed by combine_element, as moe_combine_kernel computes it (so x + that is the add after
-// moe_combine).
-struct NoDelta {
-  static constexpr bool kAdd = false;
-  __device__ float operator()(int64_t) const { return 0.0f; }
-};
-struct RowDelta {
-  static constexpr bool kAdd = true;
-  const float* row;
-  __device__ float operator()(int64_t d) const { return row[d]; }
-};
-struct CombineArgs {
-  const float* y;         // the experts' output rows
-  const int32_t* rows;    // assignment i's row of y (null: i)
-  const float* weights;   // [T][k]
-  int64_t k, D;
-  const float* shared;       // [T][D] or null
-  const float* shared_gate;  // [T]
-};
-// acc = w0 y0 + w1 y1 + ... (ranks in order, each op rounded alone) + sigmoid(gate) shared.
-__device__ __forceinline__ float combine_element(const CombineArgs& a, int64_t t, int64_t d) {
-  auto y_of = [&](int64_t i) { return a.y[(a.rows ? static_cast<int64_t>(a.rows[i]) : i) * a.D + d]; };
-  float acc = __fmul_rn(a.weights[t * a.k], y_of(t * a.k));
-  for (int64_t j = 1; j < a.k; ++j)
-    acc = __fadd_rn(acc, __fmul_rn(a.weights[t * a.k + j], y_of(t * a.k + j)));
-  if (a.shared)
-    acc = __fadd_rn(acc, __fmul_rn(sigmoid_f32(a.shared_gate[t]), a.shared[t * a.D + d]));
-  return acc;
-}
-struct CombineDelta {
-  static constexpr bool kAdd = true;
-  const CombineArgs* a;
-  int64_t t;
-  __device__ float operator()(int64_t d) const { return combine_element(*a, t, d); }
-};
-
-// One block of 256 threads per row (rms_factor's schedule); with a delta (Delta::kAdd) it first
-// does x += delta on the row (the add kernel's one FP32 add per element) and normalises the sums.
-// PER > 0: D <= 256 PER and each thread keeps its PER elements (and their weights) in registers,
-// all loads issued at once: a single row at decode waits on memory round trips, not bandwidth;
-// PER = 0: any D, the row read twice. Same bits either way.
-template <int PER, typename Delta>
-__device__ __forceinline__ void norm_row(float* xr, Delta delta, int64_t D,
-                                         const float* __restrict__ w, float eps,
-                                         bool zero_centered, float* yr) {
-  constexpr bool ADD = Delta::kAdd;
+// One block of 256 threads per row (rms_factor's schedule); ADD first does x += delta on the row
+// (the add kernel's one FP32 add per element) and normalises the sums. PER > 0: D <= 256 PER and
+// each thread keeps its PER elements (and their weights) in registers, all loads issued at once:
+// a single row at decode waits on memory round trips, not bandwidth; PER = 0: any D, the row
+// read twice. Same bits either way.
+template <int PER, bool ADD>
+__global__ void __launch_bounds__(kThreads) rms_norm_kernel(float* x, const float* delta, int64_t D,
+                                                            const float* __restrict__ w, float eps,
+                                                            bool zero_centered, float* y) {
+  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
+  pdl_wait();
+  const int64_t row = blockIdx.x;
+  float* xr = x + row * D;
+  float* yr = y + row * D;
+  const float* dr = ADD ? delta + row * D : nullptr;
   const int tid = threadIdx.x;
   float s = 0.0f;
   if constexpr (PER > 0) {
@@ -128,7 +103,7 @@ __device__ __forceinline__ void norm_row(float* xr, Delta delta, int64_t D,
     for (int i = 0; i < PER; ++i) {
       const int64_t d = tid + static_cast<int64_t>(i) * kThreads;
       v[i] = d < D ? xr[d] : 0.0f;
-      if constexpr (ADD) dv[i] = d < D ? delta(d) : 0.0f;
+      if constexpr (ADD) dv[i] = d < D ? dr[d] : 0.0f;
       wv[i] = d < D ? w[d] : 0.0f;
     }
     if constexpr (ADD) {
@@ -155,7 +130,7 @@ __device__ __forceinline__ void norm_row(float* xr, Delta delta, int64_t D,
     for (int64_t d = tid; d < D; d += kThreads) {
       float v = xr[d];
       if constexpr (ADD) {
-        v = __fadd_rn(v, delta(d));
+        v = __fadd_rn(v, dr[d]);
         xr[d] = v;
       }
       s = __fmaf_rn(v, v, s);
@@ -166,49 +141,18 @@ __device__ __forceinline__ void norm_row(float* xr, Delta delta, int64_t D,
   }
 }
 
-template <int PER, bool ADD>
-__global__ void __launch_bounds__(kThreads) rms_norm_kernel(float* x, const float* delta, int64_t D,
-                                                            const float* __restrict__ w, float eps,
-                                                            bool zero_centered, float* y) {
-  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
-  pdl_wait();
-  const int64_t row = blockIdx.x;
-  if constexpr (ADD) norm_row<PER>(x + row * D, RowDelta{delta + row * D}, D, w, eps, zero_centered, y + row * D);
-  else norm_row<PER>(x + row * D, NoDelta{}, D, w, eps, zero_centered, y + row * D);
-}
-
-// moe_combine then add_rms_norm in one launch: row t's delta is the combination itself.
-template <int PER>
-__global__ void __launch_bounds__(kThreads)
-    combine_add_rms_norm_kernel(const __grid_constant__ CombineArgs a, float* x,
-                                const float* __restrict__ w, float eps, bool zero_centered,
-                                float* y) {
-  pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
-  pdl_wait();
-  const int64_t row = blockIdx.x;
-  norm_row<PER>(x + row * a.D, CombineDelta{&a, row}, a.D, w, eps, zero_centered, y + row * a.D);
-}
-
-// The register-held variant for D (PER = ceil(D / 256) up to 32), else the two-pass one.
-template <typename Go>
-void by_per(int64_t D, Go go) {
-  const int64_t per = (D + kThreads - 1) / kThreads;
-  if (per <= 1) go(std::integral_constant<int, 1>{});
-  else if (per <= 2) go(std::integral_constant<int, 2>{});
-  else if (per <= 4) go(std::integral_constant<int, 4>{});
-  else if (per <= 8) go(std::integral_constant<int, 8>{});
-  else if (per <= 16) go(std::integral_constant<int, 16>{});
-  else if (per <= 32) go(std::integral_constant<int, 32>{});
-  else go(std::integral_constant<int, 0>{});
-}
-
 template <bool ADD>
 void launch_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const float* w, float eps,
                      bool zero_centered, float* y) {
-  by_per(D, [&](auto per) {
-    launch("rms_norm_kernel", rms_norm_kernel<decltype(per)::value, ADD>, dim3(static_cast<unsigned>(M)),
-           kThreads, 0, x, delta, D, w, eps, zero_centered, y);
-  });
+  const dim3 grid(static_cast<unsigned>(M));
+  const int64_t per = (D + kThreads - 1) / kThreads;
+  if (per <= 1) launch("rms_norm_kernel", rms_norm_kernel<1, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 2) launch("rms_norm_kernel", rms_norm_kernel<2, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 4) launch("rms_norm_kernel", rms_norm_kernel<4, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 8) launch("rms_norm_kernel", rms_norm_kernel<8, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 16) launch("rms_norm_kernel", rms_norm_kernel<16, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else if (per <= 32) launch("rms_norm_kernel", rms_norm_kernel<32, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
+  else launch("rms_norm_kernel", rms_norm_kernel<0, ADD>, grid, kThreads, 0, x, delta, D, w, eps, zero_centered, y);
 }
 
 // attention_prep (cuda_ops.h), fused: each (row, head), q heads then k heads, is read once (from
@@ -414,13 +358,20 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* _
   out[i] = x[static_cast<int64_t>(rows[i / D]) * D + i % D];
 }
 
-__global__ void moe_combine_kernel(const __grid_constant__ CombineArgs a, int64_t T,
-                                   float* __restrict__ out) {
+__global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ rows,
+                                   const float* __restrict__ w, int64_t T, int64_t k, int64_t D,
+                                   const float* __restrict__ shared,
+                                   const float* __restrict__ shared_gate, float* __restrict__ out) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= T * a.D) return;
-  out[i] = combine_element(a, i / a.D, i % a.D);
+  if (i >= T * D) return;
+  const int64_t t = i / D, d = i % D;
+  auto y_of = [&](int64_t a) { return y[(rows ? static_cast<int64_t>(rows[a]) : a) * D + d]; };
+  float acc = __fmul_rn(w[t * k], y_of(t * k));
+  for (int64_t j = 1; j < k; ++j) acc = __fadd_rn(acc, __fmul_rn(w[t * k + j], y_of(t * k + j)));
+  if (shared) acc = __fadd_rn(acc, __fmul_rn(sigmoid_f32(shared_gate[t]), shared[i]));
+  out[i] = acc;
 }
 
 }  // namespace
@@ -442,18 +393,6 @@ void add_rms_norm(float* x, const float* delta, int64_t M, int64_t D, const floa
                   bool zero_centered, float* y) {
   if (M <= 0) return;
   launch_rms_norm<true>(x, delta, M, D, w, eps, zero_centered, y);
-}
-
-void moe_combine_add_rms_norm(const float* expert_out, const int32_t* rows, const float* weights,
-                              int64_t T, int64_t k, int64_t D, const float* shared,
-                              const float* shared_gate, float* x, const float* w, float eps,
-                              bool zero_centered, float* y) {
-  if (T <= 0 || D <= 0) return;
-  const CombineArgs a{expert_out, rows, weights, k, D, shared, shared_gate};
-  by_per(D, [&](auto per) {
-    launch("combine_add_rms_norm_kernel", combine_add_rms_norm_kernel<decltype(per)::value>,
-           dim3(static_cast<unsigned>(T)), kThreads, 0, a, x, w, eps, zero_centered, y);
-  });
 }
 
 void attention_prep(const AttentionPrep& p, const KvLayerView& kv) {
@@ -498,15 +437,18 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   if (n <= 0) return;
   const bool vec = n % 4 == 0 && (reinterpret_cast<uintptr_t>(gate) | reinterpret_cast<uintptr_t>(up) |
                                    reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+  const int64_t items = vec ? n / 4 : n;
+  const int threads = elementwise_threads(items);
   if (vec)
-    launch("silu_mul_kernel", silu_mul_kernel<4>, blocks_for(n / 4, kThreads), kThreads, 0, gate, up, out, n);
+    launch("silu_mul_kernel", silu_mul_kernel<4>, blocks_for(items, threads), threads, 0, gate, up, out, n);
   else
-    launch("silu_mul_kernel", silu_mul_kernel<1>, blocks_for(n, kThreads), kThreads, 0, gate, up, out, n);
+    launch("silu_mul_kernel", silu_mul_kernel<1>, blocks_for(items, threads), threads, 0, gate, up, out, n);
 }
 
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   if (n <= 0) return;
-  launch("gelu_tanh_mul_kernel", gelu_tanh_mul_kernel, blocks_for(n, kThreads), kThreads, 0, gate,
+  const int threads = elementwise_threads(n);
+  launch("gelu_tanh_mul_kernel", gelu_tanh_mul_kernel, blocks_for(n, threads), threads, 0, gate,
          up, out, n);
 }
 
@@ -544,9 +486,9 @@ void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D, floa
 void moe_combine(const float* expert_out, const int32_t* rows, const float* weights, int64_t T,
                  int64_t k, int64_t D, const float* shared, const float* shared_gate, float* out) {
   if (T * D <= 0) return;
-  const CombineArgs a{expert_out, rows, weights, k, D, shared, shared_gate};
-  launch("moe_combine_kernel", moe_combine_kernel, blocks_for(T * D, kThreads), kThreads, 0, a, T,
-         out);
+  const int threads = elementwise_threads(T * D);
+  launch("moe_combine_kernel", moe_combine_kernel, blocks_for(T * D, threads), threads, 0,
+         expert_out, rows, weights, T, k, D, shared, shared_gate, out);
 }
 
 }  // namespace lockstep::kernels::cuda
