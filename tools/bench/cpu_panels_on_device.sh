@@ -16,15 +16,9 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 1
 out="${OUT:-$root/cuda-logs}"
 mkdir -p "$out"
-llama_src=/tmp/moe-vs-llamacpp-work/llama
-llama="$llama_src/build"
+llama=/tmp/moe-vs-llamacpp-work/llama/build  # where moe_cpu_vs_llamacpp.sh builds it
 build_llama() {
-  [ -x "$llama/bin/llama-bench" ] && [ -x "$llama/bin/llama-quantize" ] && return 0
-  mkdir -p "$llama_src" && tar -xJf .cuda-carry-llama/llama-src.tar.xz -C "$llama_src" &&
-  cmake -S "$llama_src" -B "$llama" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF -DGGML_NATIVE=ON \
-    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DLLAMA_BUILD_APP=OFF >"$out/llama_configure.log" 2>&1 &&
-  cmake --build "$llama" --target llama-bench llama-quantize -j "$(nproc)" >"$out/llama_build.log" 2>&1
+  OUT="$out" BUILD_ONLY=1 bash tools/bench/moe_cpu_vs_llamacpp.sh .cuda-carry-llama/llama-src.tar.xz
 }
 if [ "${1:-}" = build ]; then build_llama; exit $?; fi
 . tools/cuda/engine_env.sh  # $bin: the packed engine

@@ -11,6 +11,8 @@
 #   LOCKSTEP_BIN_B: a second lockstep binary (e.g. a branch's CPU build) run in the same rounds,
 #   right after the first, reported as "lockstep-b" (an A/B of a kernel change).
 #   PROMPT=P: prefill of P tokens instead of decode (lockstep bench -p P -n 1, llama-bench -p P -n 0).
+#   BUILD_ONLY=1: only build llama.cpp into /tmp/moe-vs-llamacpp-work/llama/build (e.g. in the
+#   background of a call that checks the GPU first), then exit.
 # llama.cpp is not part of this repository (its source comes from npm's node-llama-cpp,
 # llama/gitRelease.bundle). Prints one line per run and the median ratio per thread count.
 set -euo pipefail
@@ -28,13 +30,17 @@ lscpu | grep -m1 "Model name" | tee "$out/summary.txt"
 # llama.cpp, CPU only, in the background while the weights are made (LLAMA_BIN_DIR: an existing
 # build's bin/ with llama-bench and llama-quantize instead; the tarball is then not read).
 ll="${LLAMA_BIN_DIR:-$work/llama/build/bin}"
-( [ -x "$ll/llama-bench" ] && [ -n "${LLAMA_BIN_DIR:-}" ] ) ||
-( mkdir -p "$work/llama" && tar -xJf "$src_tar" -C "$work/llama" &&
-  cmake -S "$work/llama" -B "$work/llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
-    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF >"$out/llama_configure.log" 2>&1 &&
-  cmake --build "$work/llama/build" --target llama-bench llama-quantize -j "$(nproc)" \
-    >"$out/llama_build.log" 2>&1 ) &
+build_llama() {
+  ( [ -x "$ll/llama-bench" ] && [ -x "$ll/llama-quantize" ] ) ||
+  ( mkdir -p "$work/llama" && tar -xJf "$src_tar" -C "$work/llama" &&
+    cmake -S "$work/llama" -B "$work/llama/build" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
+      -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF >"$out/llama_configure.log" 2>&1 &&
+    cmake --build "$work/llama/build" --target llama-bench llama-quantize -j "$(nproc)" \
+      >"$out/llama_build.log" 2>&1 )
+}
+if [ "${BUILD_ONLY:-0}" = 1 ]; then build_llama; exit $?; fi
+build_llama &
 llama_pid=$!
 
 "$bin" make-random --like qwen3-30b-a3b --layers "$layers" -o "$work/bf16" --dtype bf16 >/dev/null 2>&1

@@ -24,19 +24,24 @@ op_tests() {
   grep -E '^\[  FAILED  \]' "$out/$1" | head -20 | tee -a "$summary"
 }
 # old_engine: sets $old to an engine to compare this one with, or "" when there is none, and
-# $old_label to what it is ("the old engine" or $OLD_ENV) for notes (a carried engine runs under
-# OLD_ENV too when it is set): an earlier
+# $old_label to what it is ("the old engine" or $OLD_ENV) for notes: an engine unpacked in
+# .cuda-carry-old/ (tools/cuda/pack_pair.sh; run under OLD_ENV when that is set), an earlier
 # pack carried as .cuda-carry-old/engine.tar.xz (bin/run-lockstep, lib/), or this engine under the
 # environment OLD_ENV (e.g. LOCKSTEP_CUDA_MOE_DEVICE=0: host routing, one launch per expert
 # projection, the path every MoE call past 64 tokens took before the grouped launches).
+# env_wrapper PATH ENGINE: writes PATH, a script that runs ENGINE under $OLD_ENV.
+env_wrapper() {
+  mkdir -p "$(dirname "$1")"
+  printf '#!/usr/bin/env bash\nexec env %s "%s" "$@"\n' "$OLD_ENV" "$2" >"$1"
+  chmod +x "$1"
+}
 old_engine() {
   old="" old_label=""
   if [ -x "$root/.cuda-carry-old/bin/run-lockstep" ]; then  # unpacked already (pack_pair.sh)
     old="$root/.cuda-carry-old/bin/run-lockstep"
     old_label="the old engine"
     if [ -n "${OLD_ENV:-}" ]; then  # the carried engine under OLD_ENV
-      printf '#!/usr/bin/env bash\nexec env %s "%s" "$@"\n' "$OLD_ENV" "$old" >/tmp/lockstep-old-env
-      chmod +x /tmp/lockstep-old-env
+      env_wrapper /tmp/lockstep-old-env "$old"
       old=/tmp/lockstep-old-env old_label="the old engine under $OLD_ENV"
     fi
     note "old engine: $old ($old_label)"
@@ -46,10 +51,8 @@ old_engine() {
     old_label="the old engine"
     note "old engine: $old"
   elif [ -n "${OLD_ENV:-}" ]; then
-    mkdir -p /tmp/lockstep-old/bin
-    printf '#!/usr/bin/env bash\nexec env %s "%s" "$@"\n' "$OLD_ENV" "$bin" >/tmp/lockstep-old/bin/run-lockstep
-    chmod +x /tmp/lockstep-old/bin/run-lockstep
     old=/tmp/lockstep-old/bin/run-lockstep
+    env_wrapper "$old" "$bin"
     old_label="$OLD_ENV"
     note "old engine: this one under $OLD_ENV"
   fi
