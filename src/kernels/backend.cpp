@@ -43,6 +43,15 @@ void Backend::linear_experts(std::span<const Weight* const>, int64_t, const floa
   fail(describe(), ": linear_experts is not implemented on this backend (linear_grouped is)");
 }
 
+void Backend::deltanet_step_norm(const DeltaNetShape& s, const float* conv_w, const float* A_log,
+                                 const float* dt_bias, const float* inputs, int64_t T,
+                                 const DeltaNetSpan* spans, int64_t n_spans,
+                                 int64_t max_span_tokens, const float* z, const float* norm_w,
+                                 float eps, float* core) {
+  deltanet_step(s, conv_w, A_log, dt_bias, inputs, T, spans, n_spans, max_span_tokens, core);
+  gated_rms_norm(core, z, T * s.nv, s.dv, norm_w, eps, core);
+}
+
 void Backend::deltanet_regroup(const DeltaNetShape& d, const float* qkvz, const float* ba,
                                int64_t T, float* inputs, float* z) {
   const int64_t r = d.nv / d.nk, KD = d.key_dim(), C = d.conv_dim(), TI = d.token_inputs();

@@ -314,6 +314,14 @@ class Backend {
                              const float* dt_bias, const float* inputs, int64_t T,
                              const DeltaNetSpan* spans, int64_t n_spans, int64_t max_span_tokens,
                              float* core) = 0;
+  // deltanet_step (core not null), then gated_rms_norm(core, z, T * nv, dv, norm_w, eps, core):
+  // the head outputs normalised and gated in place. The default: the two calls; a backend may do
+  // both in one launch.
+  virtual void deltanet_step_norm(const DeltaNetShape& s, const float* conv_w, const float* A_log,
+                                  const float* dt_bias, const float* inputs, int64_t T,
+                                  const DeltaNetSpan* spans, int64_t n_spans,
+                                  int64_t max_span_tokens, const float* z, const float* norm_w,
+                                  float eps, float* core);
   // Qwen3-Next's fused input projections regrouped into the layout deltanet_step reads: qkvz
   // [T][nk][q dk | k dk | v r dv | z r dv] and ba [T][nk][b r | a r] (r = nv / nk value heads per
   // key head) into inputs [T][q | k | v | a | b] (token_inputs() wide) and z [T][value_dim()].

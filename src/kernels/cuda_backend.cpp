@@ -582,6 +582,19 @@ class CudaBackend final : public Backend {
     cuda::deltanet_step(d, conv_w, A_log, dt_bias, inputs, T, spans, n_spans, max_span_tokens,
                         core);
   }
+  void deltanet_step_norm(const DeltaNetShape& d, const float* conv_w, const float* A_log,
+                          const float* dt_bias, const float* inputs, int64_t T,
+                          const DeltaNetSpan* spans, int64_t n_spans, int64_t max_span_tokens,
+                          const float* z, const float* norm_w, float eps, float* core) override {
+    if (skip(Trace() << 45 << conv_w << A_log << dt_bias << inputs << T << spans << n_spans
+                     << max_span_tokens << z << norm_w << eps << core << d.nk << d.nv << d.dk
+                     << d.dv << d.K))
+      return;
+    OpScope t(prof_.get(), "deltanet_step_norm");
+    const cuda::DeltaNetNorm norm{z, norm_w, eps};
+    cuda::deltanet_step(d, conv_w, A_log, dt_bias, inputs, T, spans, n_spans, max_span_tokens,
+                        core, &norm);
+  }
   void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,
                       float eps, float* y) override {
     if (skip(Trace() << 23 << x << z << rows << D << w << eps << y)) return;

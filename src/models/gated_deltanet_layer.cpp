@@ -104,9 +104,8 @@ void deltanet_mix(const DeltaNetWeights& w, const DeltaNetDims& d, const float* 
                   const float* z, int64_t T, const kernels::DeltaNetSpan* spans, int64_t n_spans,
                   int64_t max_span_tokens, float eps, float* out, kernels::Backend& be) {
   kernels::Floats core = be.array<float>(T * d.value_dim());
-  be.deltanet_step(d, w.conv.data(), w.A_log.data(), w.dt_bias.data(), inputs, T, spans, n_spans,
-                   max_span_tokens, core.data());
-  be.gated_rms_norm(core.data(), z, T * d.nv, d.dv, w.norm.data(), eps, core.data());
+  be.deltanet_step_norm(d, w.conv.data(), w.A_log.data(), w.dt_bias.data(), inputs, T, spans,
+                        n_spans, max_span_tokens, z, w.norm.data(), eps, core.data());
   be.linear(core.data(), T, w.out, nullptr, out);
 }
 

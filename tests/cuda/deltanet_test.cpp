@@ -1,12 +1,16 @@
 // CUDA Gated DeltaNet (deltanet_step, gated_rms_norm) against the CPU per-token kernels of
 // kernels/gated_delta.h, and the invariance rule on the GPU: a sequence's states and outputs are
 // bitwise the same however its tokens are split into calls and whatever other sequences share a
-// call; replay without outputs gives the same states.
+// call; replay without outputs gives the same states; the norm done in the recurrence's tail is
+// the norm launch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/gated_delta.h"
@@ -274,6 +278,80 @@ TEST_F(CudaTest, GatedRmsNormMatchesCpuAndRows) {
     std::vector<float> cpu(P * D);
     kernels::gated_rms_norm(x.data(), z.data(), P, D, w.data(), 1e-6f, cpu.data());
     expect_close(ref, cpu, 1e-6, "gated_rms_norm D=" + std::to_string(D));
+  }
+}
+
+// deltanet_step with its norm (a decode step's call: the recurrence's last column tile of each
+// head normalises the head's rows) gives deltanet_step then gated_rms_norm bit for bit: spans of
+// one token (three sequences a call, 40 calls: the counters come back to zero), verify-sized
+// spans of 3 to 8 tokens, and a 40-token call (the norm launch), every test shape.
+TEST_F(CudaTest, DeltaNetNormInTheRecurrenceIsTheNormLaunchBitwise) {
+  uint32_t seed = 4000;
+  for (const DeltaNetShape& s : shapes()) {
+    SCOPED_TRACE(name(s));
+    const Layer L(s, seed);
+    const std::vector<Seq> seqs = {make_seq(L, 40, seed + 1), make_seq(L, 40, seed + 2),
+                                   make_seq(L, 40, seed + 3)};
+    const std::vector<float> w = random_floats(s.dv, seed + 4, 0.5f, 1.5f);
+    seed += 10;
+    DeviceBuffer<float> dw(w);
+    const int64_t TI = L.TI(), VD = L.VD();
+    // Both forms over the same calls from the same initial states: every call's normalised core
+    // rows in call order, then the final states.
+    auto run = [&](const std::vector<std::vector<Piece>>& calls, bool fused) {
+      std::vector<DeviceBuffer<float>> conv, delta;
+      for (const Seq& q : seqs) conv.emplace_back(q.conv0), delta.emplace_back(q.delta0);
+      std::vector<float> all;
+      uint32_t zseed = 77;
+      for (const auto& call : calls) {
+        int64_t T = 0, max_n = 0;
+        for (const Piece& p : call) T += p.n, max_n = std::max(max_n, p.n);
+        std::vector<float> in(T * TI);
+        std::vector<DeltaNetSpan> spans;
+        int64_t row = 0;
+        for (const Piece& p : call) {
+          const Seq& q = seqs[p.seq];
+          std::copy(q.tokens.begin() + p.start * TI, q.tokens.begin() + (p.start + p.n) * TI,
+                    in.begin() + row * TI);
+          spans.push_back({conv[p.seq].get(), delta[p.seq].get(), static_cast<int32_t>(row),
+                           static_cast<int32_t>(p.n)});
+          row += p.n;
+        }
+        DeviceBuffer<float> din(in), dz(random_floats(T * VD, zseed++, -6.0f, 6.0f)),
+            dcore(std::vector<float>(T * VD, NAN));
+        DeviceBuffer<DeltaNetSpan> dspans(spans);
+        const int64_t n_spans = static_cast<int64_t>(spans.size());
+        if (fused) {
+          const DeltaNetNorm norm{dz.get(), dw.get(), 1e-6f};
+          deltanet_step(L.s, L.d_conv_w.get(), L.d_A_log.get(), L.d_dt_bias.get(), din.get(), T,
+                        dspans.get(), n_spans, max_n, dcore.get(), &norm);
+        } else {
+          deltanet_step(L.s, L.d_conv_w.get(), L.d_A_log.get(), L.d_dt_bias.get(), din.get(), T,
+                        dspans.get(), n_spans, max_n, dcore.get());
+          gated_rms_norm(dcore.get(), dz.get(), T * s.nv, s.dv, dw.get(), 1e-6f, dcore.get());
+        }
+        const std::vector<float> core = dcore.to_host();
+        all.insert(all.end(), core.begin(), core.end());
+      }
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const std::vector<float> c = conv[i].to_host(), d = delta[i].to_host();
+        all.insert(all.end(), c.begin(), c.end());
+        all.insert(all.end(), d.begin(), d.end());
+      }
+      return all;
+    };
+    std::vector<std::vector<Piece>> ones, verify;
+    for (int64_t t = 0; t < 40; ++t) ones.push_back({{0, t, 1}, {1, t, 1}, {2, t, 1}});
+    for (int64_t t = 0; t + 8 <= 40; t += 8) verify.push_back({{0, t, 8}, {1, t, 3}, {2, t, 5}});
+    const std::vector<std::vector<Piece>> whole = {{{0, 0, 40}, {1, 0, 2}}};
+    for (const auto& [what, calls] : {std::pair{"one token a span", ones},
+                                      std::pair{"verify-sized spans", verify},
+                                      std::pair{"a 40-token span", whole}}) {
+      const std::vector<float> a = run(calls, true), b = run(calls, false);
+      ASSERT_EQ(a.size(), b.size()) << what;
+      for (float x : a) ASSERT_FALSE(std::isnan(x)) << what << ": a row was not written";
+      ASSERT_TRUE(same_bits(a.data(), b.data(), a.size())) << what;
+    }
   }
 }
 

@@ -8,7 +8,8 @@
 // a whole MoE layer through the device path equals the host-routed path bit for bit, eagerly
 // and replayed from a CUDA graph while the routing changes every step; and host-routed calls
 // (prefill chunks) through the grouped launches equal the per-expert path; a shared expert of the
-// routed experts' shape run inside their grouped launches equals it run as its own MLP.
+// routed experts' shape run inside their grouped launches equals it run as its own MLP; a decode
+// step's one-warp routing equals the general launches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -132,6 +133,50 @@ TEST_F(CudaTest, FusedRouteGroupIsRouteThenGroup) {
       h1.resize(1 + 3 * std::max(0, h1[0]));
       EXPECT_EQ(h1, h0) << what;
     }
+}
+
+// A decode step's one token takes its own one-warp launch (E up to 512): every row of the tied
+// logits (ties, a row all equal, a NaN, an infinity) routed alone gives moe_route then moe_group,
+// renormalised or not, scaled or not, with and without the shared expert's group; E past 512 and
+// k = 32 (one pick per lane) included.
+TEST_F(CudaTest, OneTokenRouteGroupIsRouteThenGroup) {
+  struct Case {
+    int64_t E, k;
+  };
+  const Case cases[] = {{8, 2}, {60, 32}, {128, 8}, {256, 8}, {300, 10}, {512, 8}, {513, 8},
+                        {33, 1}};
+  constexpr int64_t kRows = 18;
+  uint32_t seed = 300;
+  for (const Case& c : cases) {
+    const std::vector<float> all = tied_logits(kRows, c.E, seed++);
+    const std::vector<float> scale = random_floats(static_cast<size_t>(c.E), seed++, 0.2f, 2.0f);
+    DeviceBuffer<float> ds(scale);
+    for (int64_t t = 0; t < kRows; ++t)
+      for (int variant = 0; variant < 8; ++variant) {
+        const bool normalize = variant & 1, scaled = variant & 2, shared = variant & 4;
+        const std::vector<float> row(all.begin() + t * c.E, all.begin() + (t + 1) * c.E);
+        const int64_t k = c.k, rows = k + shared, gs = moe_groups_size(1, k, c.E, shared);
+        DeviceBuffer<float> dl(row), w0(k), w1(k);
+        DeviceBuffer<int32_t> e0(k), e1(k), s0(rows), s1(rows), l0(k), l1(k), g0(gs), g1(gs);
+        const float* sc = scaled ? ds.get() : nullptr;
+        moe_route(dl.get(), 1, c.E, k, normalize, sc, e0.get(), w0.get());
+        moe_group(e0.get(), 1, k, c.E, s0.get(), l0.get(), g0.get(), shared);
+        moe_route_group(dl.get(), 1, c.E, k, normalize, sc, e1.get(), w1.get(), s1.get(),
+                        l1.get(), g1.get(), shared);
+        const std::string what = "E " + std::to_string(c.E) + " k " + std::to_string(k) +
+                                 " row " + std::to_string(t) + " variant " +
+                                 std::to_string(variant);
+        ASSERT_EQ(e1.to_host(), e0.to_host()) << what;
+        const std::vector<float> a = w0.to_host(), b = w1.to_host();
+        ASSERT_TRUE(same_bits(a.data(), b.data(), a.size())) << what;
+        ASSERT_EQ(s1.to_host(), s0.to_host()) << what;
+        ASSERT_EQ(l1.to_host(), l0.to_host()) << what;
+        std::vector<int32_t> h0 = g0.to_host(), h1 = g1.to_host();
+        h0.resize(1 + 3 * h0[0]);
+        h1.resize(1 + 3 * std::max(0, std::min(h1[0], static_cast<int32_t>(k + shared))));
+        ASSERT_EQ(h1, h0) << what;
+      }
+  }
 }
 
 // A skewed routing of T tokens: expert 0 in every token's list (it takes T rows), the rest from

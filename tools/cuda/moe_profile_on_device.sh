@@ -8,7 +8,8 @@
 #       launch; fold it with tools/cuda/ncu_summary.py). With an old engine (below), the bench
 #       runs both binaries, alternated, at -p 128 (2 rounds) and -p 2048 (1) (RUNS: round:prompt
 #       pairs), each line with the prefill and decode rates; VARIANT_ENV (e.g.
-#       LOCKSTEP_CUDA_PREFETCH=0) adds this engine under that environment as a third in each round.
+#       LOCKSTEP_CUDA_DELTANET_NORM=0; several environments separated by ';') adds this engine under
+#       each environment to every round.
 #       OPPROF=0 skips the per-op table, NCU=0 ncu.
 #   tools/cuda/moe_profile_on_device.sh check     the GPU op tests of attention, MoE and Gemma
 #       ops, the generation gate (CHECK=moe: small MoE shapes and a dense Qwen3-0.6B shape;
@@ -99,11 +100,13 @@ for spec in ${SHAPES:-qwen3-30b-a3b:12 qwen3.5-35b-a3b:12 gemma-4-26b-a4b:6 qwen
   if [ -n "$old" ]; then
     for rp in ${RUNS:-1:128 1:2048 2:128}; do  # round:prompt tokens
       r="${rp%%:*}"; p="${rp##*:}"
-        for which in old new ${VARIANT_ENV:+variant}; do
-          b=$([ $which = old ] && echo "$old" || echo "$bin")
-          label=$which
-          [ $which = variant ] && label="new under $VARIANT_ENV"
-          d=$(env ${VARIANT_ENV:+$([ $which = variant ] && echo "$VARIANT_ENV")} "$b" bench -m "$m" --device cuda -p "$p" -n 64 -r 3 2>&1 | tee -a "$out/bench_$s.txt" |
+        # old, new, then new under each of VARIANT_ENV's ';'-separated environments.
+        IFS=';' read -ra variants <<<"${VARIANT_ENV:-}"
+        for which in old new "${variants[@]}"; do
+          b=$([ "$which" = old ] && echo "$old" || echo "$bin")
+          label=$which vars=""
+          case "$which" in old|new) ;; *) label="new under $which" vars="$which" ;; esac
+          d=$(env $vars "$b" bench -m "$m" --device cuda -p "$p" -n 64 -r 3 2>&1 | tee -a "$out/bench_$s.txt" |
               awk '/^prefill/ {printf "prefill %s tok/s, ", $3} /^decode/ {print "decode", $3, $7, $8}')
           note "$s ($layers layers) round $r -p $p $label: $d"
         done

@@ -24,7 +24,8 @@ void check_launch(const char* kernel);
 
 // Device scratch of at least `bytes`, owned by the library, slot `slot` (each op uses its own slot
 // so two scratch arrays can be live at once). Grow-only; growing waits for the stream first.
-void* scratch(int slot, size_t bytes);
+// zeroed: a new allocation is zeroed (counters whose users put them back to zero after use).
+void* scratch(int slot, size_t bytes, bool zeroed = false);
 
 // Kernel variants for less shared memory per block than Hopper's 227 KiB (the 99 KiB of sm_86 /
 // sm_89 / sm_120, the 163 KiB of sm_80) are compiled into device code for every architecture but

@@ -271,9 +271,19 @@ using kernels::DeltaNetSpan;
 // core is not null (rollback replay passes null). inputs: [T][token_inputs]; spans: device array.
 // A state's bits after a token never depend on how its tokens were split into calls or spans,
 // nor on the other spans.
+// norm (null: none): then core = gated_rms_norm(core, norm->z, T * nv, dv, norm->w, norm->eps)
+// in place; calls of at most 8 tokens a span do it in the recurrence launch (the last of a head's
+// column tiles to finish normalises that head's rows, with gated_rms_norm's device function),
+// others (or LOCKSTEP_CUDA_DELTANET_NORM=0) launch gated_rms_norm after it.
+struct DeltaNetNorm {
+  const float* z;
+  const float* w;
+  float eps;
+};
 void deltanet_step(const DeltaNetShape& s, const float* conv_w, const float* A_log,
                    const float* dt_bias, const float* inputs, int64_t T, const DeltaNetSpan* spans,
-                   int64_t n_spans, int64_t max_span_tokens, float* core);
+                   int64_t n_spans, int64_t max_span_tokens, float* core,
+                   const DeltaNetNorm* norm = nullptr);
 
 // Backend::deltanet_regroup in one launch: Qwen3-Next's qkvz [T][nk][q | k | v | z] and ba
 // [T][nk][b | a] rows into inputs [T][q | k | v | a | b] and z [T][value_dim] (plain copies).

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -41,6 +42,17 @@ constexpr int kStepThreads = kTile * kGroup;
 constexpr int kStageMax = 2 * kMaxHeadDim + kTile + 2;  // q | k | v tile | g | beta
 constexpr int kStageLoads = (kStageMax + kStepThreads - 1) / kStepThreads;
 constexpr int kNormThreads = 128;  // gated_rms_norm: one warp per row
+constexpr int kCounterSlot = 5;    // detail::scratch slot of the recurrence's (span, head) counters
+constexpr int64_t kNormInTailMaxTokens = 8;
+
+// LOCKSTEP_CUDA_DELTANET_NORM=0: the gated norm as its own launch (an A/B of the two forms).
+bool norm_in_tail() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOCKSTEP_CUDA_DELTANET_NORM");
+    return !(v && v[0] == '0' && v[1] == 0);
+  }();
+  return on;
+}
 
 // kernels::log1p_f32 and softplus_f32 (math.h).
 __device__ __forceinline__ float log1p_f32(float u) {
@@ -131,6 +143,35 @@ __global__ void __launch_bounds__(kPrepThreads)
   }
 }
 
+// Row x (D floats) normalised and gated into y by one warp: lanes 0..15 (and, identically,
+// 16..31) sum x[d]^2 for d = lane mod 16 + 16i with FMAs (zero padding to a multiple of 16), the
+// fixed fold, then y = ((x * inv) * w) * silu(z), inv = 1 / sqrt(sum / D + eps):
+// kernels::gated_rms_norm's order. y may alias x. L2_ONLY: x is read around the L1 (the
+// recurrence's tail reads rows other blocks of its launch wrote).
+template <bool L2_ONLY>
+__device__ __forceinline__ void gated_rms_norm_row(const float* xr, const float* __restrict__ zr,
+                                                   int64_t D, const float* __restrict__ w,
+                                                   float eps, float* yr, int lane) {
+  auto load = [&](int64_t d) {
+    if constexpr (L2_ONLY) return __ldcg(xr + d);
+    else return xr[d];
+  };
+  const int64_t padded = (D + 15) / 16 * 16;
+  float s = 0.0f;
+  for (int64_t d = lane & 15; d < padded; d += 16) {
+    const float v = d < D ? load(d) : 0.0f;
+    s = __fmaf_rn(v, v, s);
+  }
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
+  // Every lane's reads of x are done (the shuffles consumed them): y may alias x.
+  __syncwarp();
+  const float mean = __fdiv_rn(s, static_cast<float>(D));
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+  for (int64_t d = lane; d < D; d += 32)
+    yr[d] = __fmul_rn(__fmul_rn(__fmul_rn(load(d), inv), w[d]), silu_f32(zr[d]));
+}
+
 // Folds a thread's 4 local lanes (global lanes g, g+4, g+8, g+12 of its column) and its 3
 // partners' in the schedule's tree: s=8 and s=4 inside the thread, s=2 and s=1 across the group
 // (a + b == b + a bit for bit, so every thread of the group ends with lane 0's value).
@@ -145,11 +186,18 @@ __device__ __forceinline__ float fold_group(const float (&l)[4]) {
 
 // Launch 2. Grid: x = head * tiles + tile, y = span. Thread (column c = v0 + tid / 4, g = tid % 4)
 // holds state rows k = g + 4r (r < R, k < dk) of column c: lane (k mod 16) = g + 4 (r mod 4).
+// With counters (a decode step's call, deltanet_step's norm): once its outputs are stored, each
+// block counts itself in on its (span, head) counter, and the last of the head's column tiles
+// (which then sees every tile's columns: each fenced its stores before counting, and the last
+// fences after) runs gated_rms_norm over the head's rows of the span, in place, with the norm
+// launch's row function (its warps take the span's tokens in turn), then zeroes the counter.
 template <int R>
 __global__ void __launch_bounds__(kStepThreads)
     deltanet_recur_kernel(const float* __restrict__ inputs, const DeltaNetSpan* __restrict__ spans,
                           int nk, int nv, int dk, int dv, int K,
-                          const float* __restrict__ prepared, float* __restrict__ core) {
+                          const float* __restrict__ prepared, float* core,
+                          const float* __restrict__ z, const float* __restrict__ norm_w,
+                          float eps, int* __restrict__ counters) {
   pdl_launch_dependents();  // PDL (common.cuh): nothing before the wait
   pdl_wait();
   __shared__ float stage[2][kStageMax];
@@ -276,11 +324,24 @@ __global__ void __launch_bounds__(kStepThreads)
     const int k = g + kGroup * r;
     if (active && k < dk) state[static_cast<int64_t>(k) * dv + c] = s[r];
   }
+
+  if (counters != nullptr) {
+    __threadfence();
+    __syncthreads();  // every warp's columns stored and fenced before the count
+    int* counter = counters + static_cast<int64_t>(blockIdx.y) * nv + h;
+    const bool last = __syncthreads_or(tid == 0 && atomicAdd(counter, 1) == tiles - 1);
+    if (!last) return;  // block-uniform
+    __threadfence();
+    for (int i = tid / 32; i < sp.n; i += kStepThreads / 32) {
+      const int64_t row = (static_cast<int64_t>(sp.first) + i) * nv + h;
+      gated_rms_norm_row<true>(core + row * dv, z + row * dv, dv, norm_w, eps, core + row * dv,
+                               tid & 31);
+    }
+    if (tid == 0) *counter = 0;
+  }
 }
 
-// One warp per row: lanes 0..15 (and, identically, 16..31) sum x[d]^2 for d = lane mod 16 + 16i
-// with FMAs (zero padding to a multiple of 16), the fixed fold, then
-// y = ((x * inv) * w) * silu(z), inv = 1 / sqrt(sum / D + eps): kernels::gated_rms_norm's order.
+// One warp per row (gated_rms_norm_row).
 __global__ void __launch_bounds__(kNormThreads)
     gated_rms_norm_kernel(const float* x, const float* __restrict__ z, int64_t rows, int64_t D,
                           const float* __restrict__ w, float eps, float* y) {
@@ -288,24 +349,7 @@ __global__ void __launch_bounds__(kNormThreads)
   pdl_wait();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (kNormThreads / 32) + threadIdx.x / 32;
   if (row >= rows) return;  // warp-uniform
-  const int lane = threadIdx.x & 31;
-  const float* xr = x + row * D;
-  const float* zr = z + row * D;
-  float* yr = y + row * D;
-  const int64_t padded = (D + 15) / 16 * 16;
-  float s = 0.0f;
-  for (int64_t d = lane & 15; d < padded; d += 16) {
-    const float v = d < D ? xr[d] : 0.0f;
-    s = __fmaf_rn(v, v, s);
-  }
-#pragma unroll
-  for (int o = 8; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
-  // Every lane's reads of x are done (the shuffles consumed them): y may alias x.
-  __syncwarp();
-  const float mean = __fdiv_rn(s, static_cast<float>(D));
-  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-  for (int64_t d = lane; d < D; d += 32)
-    yr[d] = __fmul_rn(__fmul_rn(__fmul_rn(xr[d], inv), w[d]), silu_f32(zr[d]));
+  gated_rms_norm_row<false>(x + row * D, z + row * D, D, w, eps, y + row * D, threadIdx.x & 31);
 }
 
 // One thread per destination element of a token: columns [0, TI) of inputs, then [0, VD) of z,
@@ -360,7 +404,8 @@ void deltanet_regroup(const DeltaNetShape& s, const float* qkvz, const float* ba
 
 void deltanet_step(const DeltaNetShape& s, const float* conv_w, const float* A_log,
                    const float* dt_bias, const float* inputs, int64_t T, const DeltaNetSpan* spans,
-                   int64_t n_spans, int64_t max_span_tokens, float* core) {
+                   int64_t n_spans, int64_t max_span_tokens, float* core,
+                   const DeltaNetNorm* norm) {
   if (T <= 0 || n_spans <= 0 || max_span_tokens <= 0) return;
   if (s.nk <= 0 || s.nv <= 0 || s.nv % s.nk != 0 || s.dk <= 0 || s.dv <= 0 || s.K < 1)
     fail("CUDA deltanet_step: invalid shape nk=", s.nk, " nv=", s.nv, " dk=", s.dk, " dv=", s.dv,
@@ -382,16 +427,26 @@ void deltanet_step(const DeltaNetShape& s, const float* conv_w, const float* A_l
   launch("deltanet_prepare_kernel", deltanet_prepare_kernel, grid1, kPrepThreads, 0, conv_w, A_log, dt_bias, inputs, spans, nk, nv, dk, dv, K, q_scale, prepared);
 
   const dim3 grid2(static_cast<unsigned>(s.nv * tiles), static_cast<unsigned>(n_spans));
+  // The norm in the recurrence's tail for a decode step's spans (a head's tail normalises all the
+  // span's rows of that head, so long spans keep the norm launch); counters: one per (span, head).
+  const bool fuse_norm = norm && core && max_span_tokens <= kNormInTailMaxTokens && norm_in_tail();
+  const float* z = fuse_norm ? norm->z : nullptr;
+  const float* norm_w = fuse_norm ? norm->w : nullptr;
+  const float eps = fuse_norm ? norm->eps : 0.0f;
+  int* counters = fuse_norm ? static_cast<int*>(scratch(kCounterSlot,
+                                                        static_cast<size_t>(n_spans * nv) * sizeof(int), true))
+                            : nullptr;
   // State rows per thread: padded / 4, rounded up to 4, 8, 16 or 32.
   const int padded = (dk + 15) / 16 * 16;
-  if (padded <= 16)
-    launch("deltanet_recur_kernel", deltanet_recur_kernel<4>, grid2, kStepThreads, 0, inputs, spans, nk, nv, dk, dv, K, prepared, core);
-  else if (padded <= 32)
-    launch("deltanet_recur_kernel", deltanet_recur_kernel<8>, grid2, kStepThreads, 0, inputs, spans, nk, nv, dk, dv, K, prepared, core);
-  else if (padded <= 64)
-    launch("deltanet_recur_kernel", deltanet_recur_kernel<16>, grid2, kStepThreads, 0, inputs, spans, nk, nv, dk, dv, K, prepared, core);
-  else
-    launch("deltanet_recur_kernel", deltanet_recur_kernel<32>, grid2, kStepThreads, 0, inputs, spans, nk, nv, dk, dv, K, prepared, core);
+  auto go = [&](auto kernel) {
+    launch("deltanet_recur_kernel", kernel, grid2, kStepThreads, 0, inputs, spans, nk, nv, dk, dv,
+           K, prepared, core, z, norm_w, eps, counters);
+  };
+  if (padded <= 16) go(deltanet_recur_kernel<4>);
+  else if (padded <= 32) go(deltanet_recur_kernel<8>);
+  else if (padded <= 64) go(deltanet_recur_kernel<16>);
+  else go(deltanet_recur_kernel<32>);
+  if (norm && core && !fuse_norm) gated_rms_norm(core, norm->z, T * s.nv, s.dv, norm->w, norm->eps, core);
 }
 
 void gated_rms_norm(const float* x, const float* z, int64_t rows, int64_t D, const float* w,

@@ -52,7 +52,7 @@ bool pdl_next_launch() {
   return after_kernel && pdl_enabled();
 }
 
-void* scratch(int slot, size_t bytes) {
+void* scratch(int slot, size_t bytes, bool zeroed) {
   static std::mutex mu;
   static std::vector<std::pair<void*, size_t>> slots;
   std::lock_guard<std::mutex> lock(mu);
@@ -70,6 +70,7 @@ void* scratch(int slot, size_t bytes) {
     const cudaError_t e = cudaMalloc(&p, want);
     if (e != cudaSuccess)
       fail("CUDA scratch allocation of ", want, " bytes failed: ", cudaGetErrorString(e));
+    if (zeroed) check(cudaMemsetAsync(p, 0, want, stream()), "zero (scratch)");
     s = {p, want};
   }
   return s.first;
