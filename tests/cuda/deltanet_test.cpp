@@ -98,12 +98,38 @@ struct Piece {
   int64_t start, n;
 };
 
+// One call's inputs: its spans' token rows back to back and a span per piece over the
+// sequences' device states; T the call's tokens, max_n its longest span.
+struct StagedCall {
+  int64_t T = 0, max_n = 0;
+  std::vector<float> in;
+  std::vector<DeltaNetSpan> spans;
+};
+StagedCall stage_call(const Layer& L, const std::vector<Seq>& seqs, const std::vector<Piece>& call,
+                      std::vector<DeviceBuffer<float>>& conv,
+                      std::vector<DeviceBuffer<float>>& delta) {
+  const int64_t TI = L.TI();
+  StagedCall c;
+  for (const Piece& p : call) c.T += p.n, c.max_n = std::max(c.max_n, p.n);
+  c.in.resize(c.T * TI);
+  int64_t row = 0;
+  for (const Piece& p : call) {
+    const Seq& q = seqs[p.seq];
+    std::copy(q.tokens.begin() + p.start * TI, q.tokens.begin() + (p.start + p.n) * TI,
+              c.in.begin() + row * TI);
+    c.spans.push_back({conv[p.seq].get(), delta[p.seq].get(), static_cast<int32_t>(row),
+                       static_cast<int32_t>(p.n)});
+    row += p.n;
+  }
+  return c;
+}
+
 // Runs the calls on the GPU from the sequences' initial states; returns each sequence's final
 // states and the core rows it received (NaN where a token never produced one).
 std::vector<Result> gpu_run(const Layer& L, const std::vector<Seq>& seqs,
                             const std::vector<std::vector<Piece>>& calls, bool with_core,
                             int64_t extra_max = 0) {
-  const int64_t TI = L.TI(), VD = L.VD();
+  const int64_t VD = L.VD();
   std::vector<DeviceBuffer<float>> conv, delta;
   std::vector<Result> out(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -112,23 +138,10 @@ std::vector<Result> gpu_run(const Layer& L, const std::vector<Seq>& seqs,
     out[i].core.assign(seqs[i].n * VD, std::numeric_limits<float>::quiet_NaN());
   }
   for (const auto& call : calls) {
-    int64_t T = 0, max_n = 0;
-    for (const Piece& p : call) {
-      T += p.n;
-      max_n = std::max(max_n, p.n);
-    }
-    std::vector<float> in(T * TI);
-    std::vector<DeltaNetSpan> spans;
-    int64_t row = 0;
-    for (const Piece& p : call) {
-      const Seq& q = seqs[p.seq];
-      std::copy(q.tokens.begin() + p.start * TI, q.tokens.begin() + (p.start + p.n) * TI,
-                in.begin() + row * TI);
-      spans.push_back({conv[p.seq].get(), delta[p.seq].get(), static_cast<int32_t>(row),
-                       static_cast<int32_t>(p.n)});
-      row += p.n;
-    }
-    DeviceBuffer<float> din(in);
+    const StagedCall c = stage_call(L, seqs, call, conv, delta);
+    const int64_t T = c.T, max_n = c.max_n;
+    const std::vector<DeltaNetSpan>& spans = c.spans;
+    DeviceBuffer<float> din(c.in);
     DeviceBuffer<DeltaNetSpan> dspans(spans);
     DeviceBuffer<float> dcore(T * VD);
     deltanet_step(L.s, L.d_conv_w.get(), L.d_A_log.get(), L.d_dt_bias.get(), din.get(), T,
@@ -136,7 +149,7 @@ std::vector<Result> gpu_run(const Layer& L, const std::vector<Seq>& seqs,
                   with_core ? dcore.get() : nullptr);
     if (with_core) {
       const auto core = dcore.to_host();
-      row = 0;
+      int64_t row = 0;
       for (const Piece& p : call) {
         std::copy(core.begin() + row * VD, core.begin() + (row + p.n) * VD,
                   out[p.seq].core.begin() + p.start * VD);
@@ -295,7 +308,7 @@ TEST_F(CudaTest, DeltaNetNormInTheRecurrenceIsTheNormLaunchBitwise) {
     const std::vector<float> w = random_floats(s.dv, seed + 4, 0.5f, 1.5f);
     seed += 10;
     DeviceBuffer<float> dw(w);
-    const int64_t TI = L.TI(), VD = L.VD();
+    const int64_t VD = L.VD();
     // Both forms over the same calls from the same initial states: every call's normalised core
     // rows in call order, then the final states.
     auto run = [&](const std::vector<std::vector<Piece>>& calls, bool fused) {
@@ -304,23 +317,12 @@ TEST_F(CudaTest, DeltaNetNormInTheRecurrenceIsTheNormLaunchBitwise) {
       std::vector<float> all;
       uint32_t zseed = 77;
       for (const auto& call : calls) {
-        int64_t T = 0, max_n = 0;
-        for (const Piece& p : call) T += p.n, max_n = std::max(max_n, p.n);
-        std::vector<float> in(T * TI);
-        std::vector<DeltaNetSpan> spans;
-        int64_t row = 0;
-        for (const Piece& p : call) {
-          const Seq& q = seqs[p.seq];
-          std::copy(q.tokens.begin() + p.start * TI, q.tokens.begin() + (p.start + p.n) * TI,
-                    in.begin() + row * TI);
-          spans.push_back({conv[p.seq].get(), delta[p.seq].get(), static_cast<int32_t>(row),
-                           static_cast<int32_t>(p.n)});
-          row += p.n;
-        }
-        DeviceBuffer<float> din(in), dz(random_floats(T * VD, zseed++, -6.0f, 6.0f)),
+        const StagedCall c = stage_call(L, seqs, call, conv, delta);
+        const int64_t T = c.T, max_n = c.max_n;
+        DeviceBuffer<float> din(c.in), dz(random_floats(T * VD, zseed++, -6.0f, 6.0f)),
             dcore(std::vector<float>(T * VD, NAN));
-        DeviceBuffer<DeltaNetSpan> dspans(spans);
-        const int64_t n_spans = static_cast<int64_t>(spans.size());
+        DeviceBuffer<DeltaNetSpan> dspans(c.spans);
+        const int64_t n_spans = static_cast<int64_t>(c.spans.size());
         if (fused) {
           const DeltaNetNorm norm{dz.get(), dw.get(), 1e-6f};
           deltanet_step(L.s, L.d_conv_w.get(), L.d_A_log.get(), L.d_dt_bias.get(), din.get(), T,
