@@ -208,10 +208,20 @@ void moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool normal
 void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t* source,
                int32_t* slot, int32_t* groups, bool shared = false);
 // moe_route then moe_group, in one launch where one block holds them (up to 64 tokens, E up to
-// ~350), else the two launches: the same outputs.
+// ~350; a single token with E <= 512 takes one warp), else the two launches: the same outputs.
 void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
                      const float* expert_scale, int32_t* experts, float* weights, int32_t* source,
                      int32_t* slot, int32_t* groups, bool shared = false);
+// Backend::moe_router_route_group for one token: the router linear outs[0] (y = the logits [E]),
+// with outs[1..] (the shared expert's gate) in the same launch, and the token's routing and
+// grouping in that launch's last block (router_route.cu): bitwise linear_multi then
+// moe_route_group. linear_route_group_fits: whether it applies (BF16 weights of one launch, E <=
+// 512, k <= 32; not under LOCKSTEP_CUDA_ROUTER_ROUTE=0); where not, the caller makes the two calls.
+bool linear_route_group_fits(const float* x, const LinearOut* outs, int64_t n, int64_t E,
+                             int64_t k);
+void linear_route_group(const float* x, const LinearOut* outs, int64_t n, int64_t E, int64_t k,
+                        bool normalize, const float* expert_scale, bool shared, int32_t* experts,
+                        float* weights, int32_t* source, int32_t* slot, int32_t* groups);
 // The weights of E experts' P projections (expert e's projection p at e * P + p) as device
 // tables of their data (and quantized pairs) pointers, all of one shape and format.
 struct ExpertTable {
@@ -235,6 +245,13 @@ void free_expert_table(ExpertTable& t);
 // token tiles; the call's tokens always suffice); n: the grouped rows.
 void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows, float* const* y,
                     const int32_t* groups, int64_t T, int64_t n);
+// Backend::linear_experts_glu: a table of (gate, up) per expert (P = 2); gate's rows = act(gate
+// projection) * up projection, bitwise linear_experts then silu_mul / gelu_tanh_mul. One launch
+// for calls of at most 8 tokens (linear_experts.cuh; LOCKSTEP_CUDA_EXPERT_GLU=0: two), where up
+// is not written; else the two.
+void linear_experts_glu(const ExpertTable& t, bool gelu_tanh, const float* x,
+                        const int32_t* x_rows, float* gate, float* up, const int32_t* groups,
+                        int64_t T, int64_t n);
 
 // Backend::choose_tokens (kernels/token_choice.h) on device logits [rules.size()][V]: greedy and
 // unfiltered Gumbel-max rows, penalties included, chosen on the GPU bitwise as

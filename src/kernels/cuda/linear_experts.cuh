@@ -107,4 +107,70 @@ bool launch_experts(const ExpertArgs& a, int S, int T, int slots) {
 bool launch_experts_q4(const ExpertArgs& a, int S, int T, int slots);
 bool launch_experts_q8(const ExpertArgs& a, int S, int T, int slots);
 
+// The gate/up launch with the activation in it (cuda_ops.h: linear_experts_glu), for calls of at
+// most 8 tokens: a block computes 16 rows of an expert's gate and the same 16 rows of its up (the
+// table's projections 0 and 1) as the two row tiles of one skinny block, each row by the body's
+// own K walk, and stores act(gate) * up (skinny_merge_glu_store): bitwise linear_experts of the two
+// projections then silu_mul / gelu_tanh_mul, with one launch and no gate/up round trip. grid z =
+// active-expert slot (a.P = 2 indexes the table). BF16: 128 k, 2 stages (the decode config's ring
+// per row tile); quantized: ExpertCfgQuant, whose blocks already hold two row tiles.
+using ExpertGluCfgBf16 = SkCfg<2, 128, 2>;
+template <int QB>
+using ExpertGluCfg = std::conditional_t<QB == 0, ExpertGluCfgBf16, ExpertCfgQuant>;
+
+template <int S, int QB>
+__global__ void __launch_bounds__(Skinny<1, true, S, ExpertGluCfg<QB>, QB>::kThreads,
+                                  Skinny<1, true, S, ExpertGluCfg<QB>, QB>::kMinBlocks)
+    linear_experts_glu_kernel(const __grid_constant__ ExpertArgs a, int gelu) {
+  pdl_launch_dependents();  // the table is moe_group's: read only after the wait
+  pdl_wait();
+  const int s = static_cast<int>(blockIdx.z);
+  if (s >= a.groups[0]) return;
+  const int32_t* g = a.groups + 1 + 3 * s;
+  const int e = g[0], first = g[1], rows = g[2];
+  if (static_cast<int>(blockIdx.y) * 8 >= rows) return;
+  Outs o{};
+  o.w[0] = static_cast<const uint16_t*>(a.w[e * 2]);
+  o.bias[0] = nullptr;
+  o.y[0] = a.y[0] + static_cast<int64_t>(first) * a.N;
+  o.N[0] = a.N;
+  o.end[0] = static_cast<int>(gridDim.x);
+  o.n = 1;
+  GluArgs glu;
+  glu.w2 = static_cast<const uint16_t*>(a.w[e * 2 + 1]);
+  glu.gelu = gelu != 0;
+  const uint32_t* sb = nullptr;
+  if constexpr (QB != 0) sb = a.sb[e * 2], glu.sb2 = a.sb[e * 2 + 1];
+  const int32_t* xrows = a.x_rows ? a.x_rows + first : nullptr;
+  const float* x = a.x_rows ? a.x : a.x + static_cast<int64_t>(first) * a.K;
+  skinny_body<1, true, S, ExpertGluCfg<QB>, QB, true>(o, x, rows, a.K, a.Ks, sb, a.lg, a.pair_fmt,
+                                                      xrows, glu);
+}
+
+// Launches the GLU kernel at QB for `slots` active-expert slots (T <= 8 tokens, a.P = 2, a.y[0]
+// the output); false when its shared memory does not fit the device.
+template <int QB>
+bool launch_experts_glu(const ExpertArgs& a, int S, int T, int slots, bool gelu) {
+  auto go = [&](auto s) {
+    constexpr int SS = decltype(s)::value;
+    using C = Skinny<1, true, SS, ExpertGluCfg<QB>, QB>;
+    const int bytes = C::smem(std::min(8, T));
+    // skinny_merge_glu_store's exchange sits past the merge's slots.
+    if (bytes > smem_optin() || bytes < C::kReduceBytes + 4 * 32 * 4) return false;
+    constexpr auto kernel = linear_experts_glu_kernel<SS, QB>;
+    allow_smem_max<kernel>();
+    const dim3 grid((a.N + 15) / 16, 1, slots);
+    launch(QB == 0 ? "linear_experts_glu (skinny kernel)"
+                   : "linear_experts_glu (quantized skinny kernel)",
+           kernel, grid, C::kThreads, bytes, a, gelu ? 1 : 0);
+    return true;
+  };
+  if (S == 4) return go(std::integral_constant<int, 4>{});
+  if (S == 2) return go(std::integral_constant<int, 2>{});
+  return go(std::integral_constant<int, 1>{});
+}
+
+bool launch_experts_glu_q4(const ExpertArgs& a, int S, int T, int slots, bool gelu);
+bool launch_experts_glu_q8(const ExpertArgs& a, int S, int T, int slots, bool gelu);
+
 }  // namespace lockstep::kernels::cuda::lin
