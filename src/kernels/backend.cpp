@@ -51,6 +51,17 @@ void Backend::linear_experts(std::span<const Weight* const>, int64_t, const floa
                              int64_t) {
   fail(describe(), ": linear_experts is not implemented on this backend (linear_grouped is)");
 }
+void Backend::linear_experts_combine(std::span<const Weight* const> w, const float* x,
+                                     const int32_t* groups, int64_t T, int64_t n, float* ys,
+                                     const int32_t*, const int32_t* slot, const float* weights,
+                                     int64_t k, bool shared_in_groups, const float* shared,
+                                     const float* shared_gate, float* out) {
+  float* const y[1] = {ys};
+  linear_experts(w, 1, x, nullptr, y, groups, T, n);
+  const int64_t N = w.front()->rows;
+  if (shared_in_groups) shared = ys + T * k * N;
+  moe_combine(ys, slot, weights, T, k, N, shared, shared_gate, out);
+}
 void Backend::linear_experts_glu(std::span<const Weight* const> w, bool gelu_tanh,
                                  const float* x, const int32_t* x_rows, float* gate, float* up,
                                  const int32_t* groups, int64_t T, int64_t n) {

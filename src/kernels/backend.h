@@ -311,6 +311,16 @@ class Backend {
   virtual void linear_experts(std::span<const Weight* const> w, int64_t P, const float* x,
                               const int32_t* x_rows, std::span<float* const> y,
                               const int32_t* groups, int64_t T, int64_t n);
+  // The experts' down projections and their combination: linear_experts(w, 1, x, null, {ys},
+  // groups, T, n), then moe_combine(ys, slot, weights, T, k, N, shared', shared_gate, out), where
+  // shared' is the grouped shared expert's rows (ys + T k N) when shared_in_groups, else shared.
+  // experts [T][k]: the routing's expert ids (a backend that fuses the two reads them). The
+  // default: the two calls; a backend may do both in one launch (the same bits).
+  virtual void linear_experts_combine(std::span<const Weight* const> w, const float* x,
+                                      const int32_t* groups, int64_t T, int64_t n, float* ys,
+                                      const int32_t* experts, const int32_t* slot,
+                                      const float* weights, int64_t k, bool shared_in_groups,
+                                      const float* shared, const float* shared_gate, float* out);
   // A gated MLP's first half for the active experts: w holds (gate, up) per expert (P = 2);
   // gate's grouped rows get act(x W_gate) * (x W_up), act = SiLU (silu_mul) or, with gelu_tanh,
   // gelu_tanh_mul's; up [n][N] is scratch. The default: linear_experts, then the activation

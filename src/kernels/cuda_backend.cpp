@@ -574,6 +574,28 @@ class CudaBackend final : public Backend {
     OpScope t(prof_.get(), prof_ ? shape_name("linear_experts", table.shape) : "");
     cuda::linear_experts(table, x, x_rows, y.data(), groups, T, n);
   }
+  // One token, exact numerics, BF16: the down launch combines (cuda::moe_down_combine).
+  void linear_experts_combine(std::span<const Weight* const> w, const float* x,
+                              const int32_t* groups, int64_t T, int64_t n, float* ys,
+                              const int32_t* experts, const int32_t* slot, const float* weights,
+                              int64_t k, bool shared_in_groups, const float* shared,
+                              const float* shared_gate, float* out) override {
+    if (numerics() == Numerics::Exact) {
+      const cuda::ExpertTable& table = expert_table(w, 1);
+      if (cuda::moe_down_combine_fits(table, T, k)) {
+        if (skip(Trace() << 48 << static_cast<const void*>(table.w) << x << experts << slot
+                         << weights << k << static_cast<int64_t>(shared_in_groups) << shared
+                         << shared_gate << out))
+          return;
+        OpScope t(prof_.get(), prof_ ? shape_name("moe_down_combine", table.shape) : "");
+        cuda::moe_down_combine(table, x, experts, slot, weights, k, shared_in_groups, shared,
+                               shared_gate, out);
+        return;
+      }
+    }
+    Backend::linear_experts_combine(w, x, groups, T, n, ys, experts, slot, weights, k,
+                                    shared_in_groups, shared, shared_gate, out);
+  }
   void linear_experts_glu(std::span<const Weight* const> w, bool gelu_tanh, const float* x,
                           const int32_t* x_rows, float* gate, float* up, const int32_t* groups,
                           int64_t T, int64_t n) override {

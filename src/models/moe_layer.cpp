@@ -295,11 +295,11 @@ void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const f
   // gate = act(gate) * up in one call (a backend may fuse the activation into the launch).
   be.linear_experts_glu(set.gate_up, gelu_tanh, h, source, gate.data(), up.data(), groups,
                         r.max_rows, rows);
-  float* const down[1] = {ys.data()};
-  be.linear_experts(set.down, 1, gate.data(), nullptr, down, groups, r.max_rows, rows);
-  // The shared expert's rows follow the routed ones, token by token.
-  if (r.shared) shared = ys.data() + n * H;
-  be.moe_combine(ys.data(), slot, weights, T, k, H, shared, shared_gate, out);
+  // The down launch and the combination (the shared expert's rows, when grouped, follow the
+  // routed ones, token by token); a backend may do both in one launch.
+  be.linear_experts_combine(set.down, gate.data(), groups, r.max_rows, rows, ys.data(),
+                            r.experts.data(), slot, weights, k, r.shared, shared, shared_gate,
+                            out);
 }
 
 int64_t feed_forward_record_limit(const FeedForward& ffn, int64_t dense_limit) {

@@ -11,7 +11,7 @@
 // routed experts' shape run inside their grouped launches equals it run as its own MLP; a decode
 // step's one-warp routing equals the general launches, and so does the router's launch that
 // routes in its last block; the gate/up launch with the activation in it equals the launch then
-// the activation.
+// the activation, and the down launch that combines equals the down launch then moe_combine.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -469,6 +469,63 @@ TEST_F(CudaTest, GroupedExpertGluIsTheLaunchThenTheActivationBitwise) {
         }
       free_expert_table(t);
     }
+}
+
+// A single token's expert down projections and their combination in one launch
+// (moe_down_combine) against the down launch then moe_combine: BF16 shapes of three released
+// models, ragged rows and one piece; k 1, 4, 8; no shared expert, the shared expert grouped (row
+// k, the table's last expert) and its output given apart; twice per case with new inputs.
+TEST_F(CudaTest, DownLaunchWithTheCombinationIsTheTwoLaunchesBitwise) {
+  struct Shape {
+    int64_t N, K;
+  };
+  // qwen3.5-35b-a3b's, qwen3-30b-a3b's and gemma-4-26b-a4b's down, ragged rows, S = 1.
+  const Shape shapes[] = {{2048, 512}, {2048, 768}, {2816, 704}, {200, 512}, {64, 64}};
+  const int64_t E = 12;
+  uint32_t seed = 1700;
+  for (const Shape& sh : shapes) {
+    DeviceExperts ex = make_experts(E + 1, sh.N, sh.K, 0, seed);  // expert E: the shared one
+    seed += 100;
+    std::vector<const Weight*> table;
+    for (int64_t e = 0; e <= E; ++e) table.push_back(&ex.w[e]);
+    ExpertTable t = make_expert_table(table, 1);
+    EXPECT_FALSE(moe_down_combine_fits(t, 2, 4)) << "two tokens";
+    for (int64_t k : {1, 4, 8})
+      for (int mode = 0; mode < 3; ++mode)  // shared expert: none, grouped, apart
+        for (int call = 0; call < 2; ++call) {
+          ASSERT_TRUE(moe_down_combine_fits(t, 1, k));
+          const bool grouped = mode == 1, apart = mode == 2;
+          const Routing r = skewed_routing(1, E, k, seed++);
+          const int64_t n = k + (grouped ? 1 : 0);
+          DeviceBuffer<int32_t> de(r.experts), src(n), slot(k),
+              groups(static_cast<size_t>(moe_groups_size(1, k, E, grouped)));
+          moe_group(de.get(), 1, k, E, src.get(), slot.get(), groups.get(), grouped);
+          DeviceBuffer<float> x(random_floats(static_cast<size_t>(n * sh.K), seed++, -2.0f, 2.0f)),
+              w(random_floats(static_cast<size_t>(k), seed++, 0.0f, 1.0f)),
+              shared(random_floats(static_cast<size_t>(sh.N), seed++)),
+              gate(random_floats(1, seed++, -3.0f, 3.0f));
+          DeviceBuffer<float> ys(std::vector<float>(n * sh.N, NAN)),
+              want(std::vector<float>(sh.N, NAN)), got(std::vector<float>(sh.N, NAN));
+          float* const y[1] = {ys.get()};
+          linear_experts(t, x.get(), nullptr, y, groups.get(), 1, n);
+          const float* sp = grouped ? ys.get() + k * sh.N : (apart ? shared.get() : nullptr);
+          const float* gp = mode == 0 ? nullptr : gate.get();
+          moe_combine(ys.get(), slot.get(), w.get(), 1, k, sh.N, sp, gp, want.get());
+          moe_down_combine(t, x.get(), de.get(), slot.get(), w.get(), k, grouped,
+                           apart ? shared.get() : nullptr, gp, got.get());
+          const std::vector<float> a = got.to_host(), b = want.to_host();
+          ASSERT_TRUE(same_bits(a.data(), b.data(), a.size()))
+              << sh.N << "x" << sh.K << " k " << k << " shared mode " << mode << " call " << call
+              << ": " << diff_summary(a.data(), b.data(), a.size());
+        }
+    free_expert_table(t);
+  }
+  // 4-bit experts keep the two launches.
+  DeviceExperts q = make_experts(2, 2048, 512, 4, seed);
+  std::vector<const Weight*> qt = {&q.w[0], &q.w[1]};
+  ExpertTable t = make_expert_table(qt, 1);
+  EXPECT_FALSE(moe_down_combine_fits(t, 1, 1));
+  free_expert_table(t);
 }
 
 // Host BF16 expert weights (kept alive: the backend places views of them).

@@ -253,6 +253,17 @@ void linear_experts_glu(const ExpertTable& t, bool gelu_tanh, const float* x,
                         const int32_t* x_rows, float* gate, float* up, const int32_t* groups,
                         int64_t T, int64_t n);
 
+// Backend::linear_experts_combine for a single token (T = 1; BF16 down weights, P = 1): every
+// expert's down projection of the token's grouped rows x and moe_combine of them into out [N], in
+// one launch (moe_down_combine.cu): bitwise linear_experts then moe_combine. experts / weights /
+// slot [k]: the routing (rank order) and each rank's grouped row; shared_row: the table's last
+// expert is the shared one, grouped as row k; else shared ([N] or null) is its separate output.
+// moe_down_combine_fits: whether it applies (not under LOCKSTEP_CUDA_DOWN_COMBINE=0).
+bool moe_down_combine_fits(const ExpertTable& t, int64_t T, int64_t k);
+void moe_down_combine(const ExpertTable& t, const float* x, const int32_t* experts,
+                      const int32_t* slot, const float* weights, int64_t k, bool shared_row,
+                      const float* shared, const float* shared_gate, float* out);
+
 // Backend::choose_tokens (kernels/token_choice.h) on device logits [rules.size()][V]: greedy and
 // unfiltered Gumbel-max rows, penalties included, chosen on the GPU bitwise as
 // kernels::choose_token (choose.cu); rows whose rule needs the sorted filters (top-k / top-p /
