@@ -37,39 +37,10 @@ void Backend::moe_route_group(const float* logits, int64_t T, int64_t E, int64_t
   moe_route(logits, T, E, k, normalize, expert_scale, experts, weights);
   moe_group(experts, T, k, E, shared, source, slot, groups);
 }
-void Backend::moe_router_route_group(const float* x, int64_t T, std::span<const LinearOut> outs,
-                                      int64_t E, int64_t k, bool normalize,
-                                      const float* expert_scale, bool shared, int32_t* experts,
-                                      float* weights, int32_t* source, int32_t* slot,
-                                      int32_t* groups) {
-  linear_multi(x, T, outs);
-  moe_route_group(outs[0].y, T, E, k, normalize, expert_scale, shared, experts, weights, source,
-                  slot, groups);
-}
 void Backend::linear_experts(std::span<const Weight* const>, int64_t, const float*,
                              const int32_t*, std::span<float* const>, const int32_t*, int64_t,
                              int64_t) {
   fail(describe(), ": linear_experts is not implemented on this backend (linear_grouped is)");
-}
-void Backend::linear_experts_combine(std::span<const Weight* const> w, const float* x,
-                                     const int32_t* groups, int64_t T, int64_t n, float* ys,
-                                     const int32_t*, const int32_t* slot, const float* weights,
-                                     int64_t k, bool shared_in_groups, const float* shared,
-                                     const float* shared_gate, float* out) {
-  float* const y[1] = {ys};
-  linear_experts(w, 1, x, nullptr, y, groups, T, n);
-  const int64_t N = w.front()->rows;
-  if (shared_in_groups) shared = ys + T * k * N;
-  moe_combine(ys, slot, weights, T, k, N, shared, shared_gate, out);
-}
-void Backend::linear_experts_glu(std::span<const Weight* const> w, bool gelu_tanh,
-                                 const float* x, const int32_t* x_rows, float* gate, float* up,
-                                 const int32_t* groups, int64_t T, int64_t n) {
-  float* const y[2] = {gate, up};
-  linear_experts(w, 2, x, x_rows, y, groups, T, n);
-  const int64_t count = n * w.front()->rows;
-  if (gelu_tanh) gelu_tanh_mul(gate, up, gate, count);
-  else silu_mul(gate, up, gate, count);
 }
 
 void Backend::deltanet_step_norm(const DeltaNetShape& s, const float* conv_w, const float* A_log,

@@ -292,15 +292,6 @@ class Backend {
                                bool normalize, const float* expert_scale, bool shared,
                                int32_t* experts, float* weights, int32_t* source, int32_t* slot,
                                int32_t* groups);
-  // An MoE layer's router and the routing: outs[0] is the router (y: the logits [T][E]), further
-  // outs (the shared expert's gate) take the same x; linear_multi(x, T, outs), then
-  // moe_route_group on the logits. The default: the two calls; a backend may do both in one
-  // launch (the same bits).
-  virtual void moe_router_route_group(const float* x, int64_t T, std::span<const LinearOut> outs,
-                                      int64_t E, int64_t k, bool normalize,
-                                      const float* expert_scale, bool shared, int32_t* experts,
-                                      float* weights, int32_t* source, int32_t* slot,
-                                      int32_t* groups);
   // For each active expert e of `groups` and p < P: rows [first, first + rows) of y[p] ([n][N])
   // = those rows of x ([n][K]) times w[e * P + p], bitwise linear() of those rows alone. With
   // x_rows ([n]: moe_group's source), grouped row i of x is x's row x_rows[i] (x then [T][K], the
@@ -311,23 +302,6 @@ class Backend {
   virtual void linear_experts(std::span<const Weight* const> w, int64_t P, const float* x,
                               const int32_t* x_rows, std::span<float* const> y,
                               const int32_t* groups, int64_t T, int64_t n);
-  // The experts' down projections and their combination: linear_experts(w, 1, x, null, {ys},
-  // groups, T, n), then moe_combine(ys, slot, weights, T, k, N, shared', shared_gate, out), where
-  // shared' is the grouped shared expert's rows (ys + T k N) when shared_in_groups, else shared.
-  // experts [T][k]: the routing's expert ids (a backend that fuses the two reads them). The
-  // default: the two calls; a backend may do both in one launch (the same bits).
-  virtual void linear_experts_combine(std::span<const Weight* const> w, const float* x,
-                                      const int32_t* groups, int64_t T, int64_t n, float* ys,
-                                      const int32_t* experts, const int32_t* slot,
-                                      const float* weights, int64_t k, bool shared_in_groups,
-                                      const float* shared, const float* shared_gate, float* out);
-  // A gated MLP's first half for the active experts: w holds (gate, up) per expert (P = 2);
-  // gate's grouped rows get act(x W_gate) * (x W_up), act = SiLU (silu_mul) or, with gelu_tanh,
-  // gelu_tanh_mul's; up [n][N] is scratch. The default: linear_experts, then the activation
-  // op; a backend may do both in one launch (the same bits).
-  virtual void linear_experts_glu(std::span<const Weight* const> w, bool gelu_tanh,
-                                  const float* x, const int32_t* x_rows, float* gate, float* up,
-                                  const int32_t* groups, int64_t T, int64_t n);
 
   // Gated DeltaNet: every span's tokens, in order, through the per-token step of
   // kernels/gated_delta.h (conv + SiLU, l2-normalised q/k, gates, the delta rule per value head).

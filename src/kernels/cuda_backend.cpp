@@ -539,28 +539,6 @@ class CudaBackend final : public Backend {
     cuda::moe_route_group(logits, T, E, k, normalize, expert_scale, experts, weights, source,
                           slot, groups, shared);
   }
-  // One token, exact numerics: the router's launch routes in its last block
-  // (cuda::linear_route_group); otherwise, or where that does not apply, the two calls.
-  void moe_router_route_group(const float* x, int64_t T, std::span<const LinearOut> outs,
-                              int64_t E, int64_t k, bool normalize, const float* expert_scale,
-                              bool shared, int32_t* experts, float* weights, int32_t* source,
-                              int32_t* slot, int32_t* groups) override {
-    const int64_t n = static_cast<int64_t>(outs.size());
-    if (T == 1 && numerics() == Numerics::Exact && n > 0 &&
-        cuda::linear_route_group_fits(x, outs.data(), n, E, k)) {
-      Trace tr;
-      tr << 47 << x << E << k << static_cast<int64_t>(normalize) << expert_scale
-         << static_cast<int64_t>(shared) << experts << weights << source << slot << groups;
-      for (const LinearOut& o : outs) tr << *o.w << o.bias << o.y;
-      if (skip(tr)) return;
-      OpScope t(prof_.get(), "linear_route_group");
-      cuda::linear_route_group(x, outs.data(), n, E, k, normalize, expert_scale, shared, experts,
-                               weights, source, slot, groups);
-      return;
-    }
-    Backend::moe_router_route_group(x, T, outs, E, k, normalize, expert_scale, shared, experts,
-                                    weights, source, slot, groups);
-  }
   void linear_experts(std::span<const Weight* const> w, int64_t P, const float* x,
                       const int32_t* x_rows, std::span<float* const> y, const int32_t* groups,
                       int64_t T, int64_t n) override {
@@ -573,38 +551,6 @@ class CudaBackend final : public Backend {
     if (skip(tr)) return;
     OpScope t(prof_.get(), prof_ ? shape_name("linear_experts", table.shape) : "");
     cuda::linear_experts(table, x, x_rows, y.data(), groups, T, n);
-  }
-  // One token, exact numerics, BF16: the down launch combines (cuda::moe_down_combine).
-  void linear_experts_combine(std::span<const Weight* const> w, const float* x,
-                              const int32_t* groups, int64_t T, int64_t n, float* ys,
-                              const int32_t* experts, const int32_t* slot, const float* weights,
-                              int64_t k, bool shared_in_groups, const float* shared,
-                              const float* shared_gate, float* out) override {
-    if (numerics() == Numerics::Exact) {
-      const cuda::ExpertTable& table = expert_table(w, 1);
-      if (cuda::moe_down_combine_fits(table, T, k)) {
-        if (skip(Trace() << 48 << static_cast<const void*>(table.w) << x << experts << slot
-                         << weights << k << static_cast<int64_t>(shared_in_groups) << shared
-                         << shared_gate << out))
-          return;
-        OpScope t(prof_.get(), prof_ ? shape_name("moe_down_combine", table.shape) : "");
-        cuda::moe_down_combine(table, x, experts, slot, weights, k, shared_in_groups, shared,
-                               shared_gate, out);
-        return;
-      }
-    }
-    Backend::linear_experts_combine(w, x, groups, T, n, ys, experts, slot, weights, k,
-                                    shared_in_groups, shared, shared_gate, out);
-  }
-  void linear_experts_glu(std::span<const Weight* const> w, bool gelu_tanh, const float* x,
-                          const int32_t* x_rows, float* gate, float* up, const int32_t* groups,
-                          int64_t T, int64_t n) override {
-    const cuda::ExpertTable& table = expert_table(w, 2);
-    if (skip(Trace() << 46 << static_cast<const void*>(table.w) << static_cast<int64_t>(gelu_tanh)
-                     << x << x_rows << gate << up << groups << T << n))
-      return;
-    OpScope t(prof_.get(), prof_ ? shape_name("linear_experts_glu", table.shape) : "");
-    cuda::linear_experts_glu(table, gelu_tanh, x, x_rows, gate, up, groups, T, n);
   }
   void gather_rows(const float* x, const int32_t* rows, int64_t n, int64_t D,
                    float* out) override {

@@ -323,21 +323,20 @@ class Gemma4Model final : public KvModel {
     kernels::Backend& be = *be_;
     const int64_t H = c.hidden_size, E = static_cast<int64_t>(m.experts.size());
     const float eps = static_cast<float>(c.rms_norm_eps);
-    kernels::Floats router_in = be.array<float>(T * H), logits = be.array<float>(T * E);
-    be.rms_norm(x, T, H, m.router_scale.data(), eps, false, router_in.data());
-    be.scale(router_in.data(), T * H, static_cast<float>(std::pow(static_cast<double>(H), -0.5)));
-    kernels::Floats routed_in = be.array<float>(T * H), expert_out = be.array<float>(T * H);
+    kernels::Floats routed_in = be.array<float>(T * H), logits = be.array<float>(T * E);
+    be.rms_norm(x, T, H, m.router_scale.data(), eps, false, routed_in.data());
+    be.scale(routed_in.data(), T * H, static_cast<float>(std::pow(static_cast<double>(H), -0.5)));
+    be.linear(routed_in.data(), T, m.router, nullptr, logits.data());
+    kernels::Floats expert_out = be.array<float>(T * H);
     be.rms_norm(x, T, H, m.pre_norm_2.data(), eps, false, routed_in.data());  // the experts' input
-    const kernels::LinearOut router[] = {{&m.router, nullptr, logits.data()}};
     if (routes_on_device(m.set, T)) {
       // Routed on the device (route_tokens' bits, per_expert_scale applied as below): no read
       // back in the middle of the forward.
-      const DeviceRouting r = route_on_device(router_in.data(), router, T, E, m.top_k, true,
+      const DeviceRouting r = route_on_device(logits.data(), T, E, m.top_k, true,
                                               m.per_expert_scale_dev.data(), be);
       routed_experts_forward_device(m.set, true, routed_in.data(), r, nullptr, nullptr,
                                     expert_out.data(), be);
     } else {
-      be.linear(router_in.data(), T, m.router, nullptr, logits.data());
       const Routing r = route_to_host(m.set, logits.data(), T, E, m.top_k, true,
                                       m.per_expert_scale, m.per_expert_scale_dev.data(), be);
       routed_experts_forward_host_routed(m.set, m.experts, true, routed_in.data(), T, r, nullptr,

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <numeric>
-#include <optional>
-#include <vector>
 
 #include "core/error.h"
 #include "models/moe_routing.h"
@@ -77,29 +75,33 @@ void moe_forward(const MoeWeights& m, const float* h, int64_t T, float* out,
   // linear_multi and the expert runs with the routed ones; otherwise its gate and up projections
   // join that linear_multi too (each output bitwise its own linear; on the GPU one launch).
   const bool grouped = shared_in_groups(m.set, T);  // implies m.has_shared
-  kernels::Floats shared, shared_gate, g, u;  // empty (null data) without one
-  std::vector<kernels::LinearOut> router = {{&m.router, nullptr, logits.data()}};
+  kernels::Floats shared, shared_gate;  // empty (null data) without one
   if (m.has_shared) {
     shared_gate = be.array<float>(T);
-    router.push_back({&m.shared_gate, nullptr, shared_gate.data()});
-    if (!grouped) {
+    const kernels::LinearOut router_and_gate[] = {{&m.router, nullptr, logits.data()},
+                                                  {&m.shared_gate, nullptr, shared_gate.data()}};
+    if (grouped) {
+      be.linear_multi(h, T, router_and_gate);
+    } else {
       const int64_t I = m.shared.gate.rows;
       shared = be.array<float>(T * H);
-      g = be.array<float>(T * I), u = be.array<float>(T * I);
-      router.push_back({&m.shared.gate, data_or_null(m.shared.gate_bias), g.data()});
-      router.push_back({&m.shared.up, data_or_null(m.shared.up_bias), u.data()});
+      kernels::Floats g = be.array<float>(T * I), u = be.array<float>(T * I);
+      const kernels::LinearOut outs[] = {
+          router_and_gate[0], router_and_gate[1],
+          {&m.shared.gate, data_or_null(m.shared.gate_bias), g.data()},
+          {&m.shared.up, data_or_null(m.shared.up_bias), u.data()}};
+      be.linear_multi(h, T, outs);
+      mlp_down(m.shared, g.data(), u.data(), T, shared.data(), be);
     }
+  } else {
+    be.linear(h, T, m.router, nullptr, logits.data());
   }
   const float* const s = shared.data();
   const float* const sg = shared_gate.data();
-  // The router's launch may route too (Backend::moe_router_route_group): device routing only.
-  const bool on_device = routes_on_device(m.set, T);
-  std::optional<DeviceRouting> dr;
-  if (on_device) dr = route_on_device(h, router, T, E, m.top_k, m.normalize, nullptr, be, grouped);
-  else be.linear_multi(h, T, router);
-  if (m.has_shared && !grouped) mlp_down(m.shared, g.data(), u.data(), T, shared.data(), be);
-  if (on_device) {
-    routed_experts_forward_device(m.set, false, h, *dr, s, sg, out, be);
+  if (routes_on_device(m.set, T)) {
+    const DeviceRouting r =
+        route_on_device(logits.data(), T, E, m.top_k, m.normalize, nullptr, be, grouped);
+    routed_experts_forward_device(m.set, false, h, r, s, sg, out, be);
     return;
   }
   const Routing r = route_to_host(m.set, logits.data(), T, E, m.top_k, m.normalize, {}, nullptr, be);
@@ -191,18 +193,17 @@ bool shared_in_groups(const ExpertSet& set, int64_t T) {
          (routes_on_device(set, T) || set.gate_up.front()->quant == kernels::QuantFormat::None);
 }
 
-DeviceRouting route_on_device(const float* x, std::span<const kernels::LinearOut> router,
-                              int64_t T, int64_t E, int64_t k, bool normalize,
-                              const float* expert_scale, kernels::Backend& be, bool shared) {
+DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t k,
+                              bool normalize, const float* expert_scale, kernels::Backend& be,
+                              bool shared) {
   if (T > kernels::kMoeDeviceMaxTokens)
     fail("MoE device routing: ", T, " tokens (at most ", kernels::kMoeDeviceMaxTokens, ")");
   const int64_t n = T * k, rows = n + (shared ? T : 0);
   DeviceRouting r{be.array<int32_t>(n),    be.array<float>(n),
                   be.array<int32_t>(rows), be.array<int32_t>(n),
                   be.array<int32_t>(kernels::moe_groups_size(T, k, E, shared)), T, k};
-  be.moe_router_route_group(x, T, router, E, k, normalize, expert_scale, shared,
-                            r.experts.data(), r.weights.data(), r.source.data(), r.slot.data(),
-                            r.groups.data());
+  be.moe_route_group(logits, T, E, k, normalize, expert_scale, shared, r.experts.data(),
+                     r.weights.data(), r.source.data(), r.slot.data(), r.groups.data());
   r.max_rows = T;
   r.shared = shared;
   return r;
@@ -292,14 +293,15 @@ void routed_experts_forward_device(const ExpertSet& set, bool gelu_tanh, const f
                   ys = be.array<float>(rows * H);
   // The gate/up launch reads each grouped row's token where it is (source), the combination each
   // rank's row where it landed (slot): no gathered copies.
-  // gate = act(gate) * up in one call (a backend may fuse the activation into the launch).
-  be.linear_experts_glu(set.gate_up, gelu_tanh, h, source, gate.data(), up.data(), groups,
-                        r.max_rows, rows);
-  // The down launch and the combination (the shared expert's rows, when grouped, follow the
-  // routed ones, token by token); a backend may do both in one launch.
-  be.linear_experts_combine(set.down, gate.data(), groups, r.max_rows, rows, ys.data(),
-                            r.experts.data(), slot, weights, k, r.shared, shared, shared_gate,
-                            out);
+  float* const gate_up[2] = {gate.data(), up.data()};
+  be.linear_experts(set.gate_up, 2, h, source, gate_up, groups, r.max_rows, rows);
+  if (gelu_tanh) be.gelu_tanh_mul(gate.data(), up.data(), gate.data(), rows * I);
+  else be.silu_mul(gate.data(), up.data(), gate.data(), rows * I);
+  float* const down[1] = {ys.data()};
+  be.linear_experts(set.down, 1, gate.data(), nullptr, down, groups, r.max_rows, rows);
+  // The shared expert's rows follow the routed ones, token by token.
+  if (r.shared) shared = ys.data() + n * H;
+  be.moe_combine(ys.data(), slot, weights, T, k, H, shared, shared_gate, out);
 }
 
 int64_t feed_forward_record_limit(const FeedForward& ffn, int64_t dense_limit) {

@@ -80,14 +80,11 @@ struct DeviceRouting {
   // The groups end with the shared expert's (grouped rows T k + t are token t's).
   bool shared = false;
 };
-// The router linear and the routing, on the device: router[0] is the router (its y receives the
-// logits [T][E]), further outs (the shared expert's gate, or its gate and up) take the same x
-// (linear_multi); then the logits are routed (route_tokens' bits; expert_scale as
-// Backend::moe_route) and the assignments grouped (Backend::moe_router_route_group: one launch
-// where it fits); `shared`: the groups end with the shared expert's (expert E, every token).
-DeviceRouting route_on_device(const float* x, std::span<const kernels::LinearOut> router,
-                              int64_t T, int64_t E, int64_t k, bool normalize,
-                              const float* expert_scale, kernels::Backend& be,
+// Routes router logits [T][E] (route_tokens' bits; expert_scale as Backend::moe_route) and groups
+// the assignments, on the device (one launch where it fits); `shared`: the groups end with the
+// shared expert's (expert E, every token).
+DeviceRouting route_on_device(const float* logits, int64_t T, int64_t E, int64_t k,
+                              bool normalize, const float* expert_scale, kernels::Backend& be,
                               bool shared = false);
 
 // route_tokens' routing (expert_scale as Backend::moe_route) computed by the backend's moe_route

@@ -9,9 +9,7 @@
 // and replayed from a CUDA graph while the routing changes every step; and host-routed calls
 // (prefill chunks) through the grouped launches equal the per-expert path; a shared expert of the
 // routed experts' shape run inside their grouped launches equals it run as its own MLP; a decode
-// step's one-warp routing equals the general launches, and so does the router's launch that
-// routes in its last block; the gate/up launch with the activation in it equals the launch then
-// the activation, and the down launch that combines equals the down launch then moe_combine.
+// step's one-warp routing equals the general launches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -179,70 +177,6 @@ TEST_F(CudaTest, OneTokenRouteGroupIsRouteThenGroup) {
         ASSERT_EQ(h1, h0) << what;
       }
   }
-}
-
-// A single token's router linear with the routing and grouping in its last block
-// (linear_route_group) against linear_multi then moe_route_group: routers with duplicated and
-// zero rows (tied logits), E from 8 to 512, with and without the shared expert's gate in the
-// launch and its group in the table, renormalised or not, scaled or not; each case twice with new
-// inputs (the block counter must be back at zero for the next launch). E past 512 does not fit.
-TEST_F(CudaTest, RouterLaunchRoutesAsTheTwoLaunchesBitwise) {
-  struct Case {
-    int64_t E, k, K;
-  };
-  const Case cases[] = {{8, 2, 64}, {60, 4, 256}, {128, 8, 2048}, {256, 8, 2048},
-                        {512, 10, 4096}, {512, 32, 512}};
-  uint32_t seed = 1300;
-  for (const Case& c : cases) {
-    // Rows 0..E/4 repeat further down and one row is zero: equal logits to break by id.
-    std::vector<uint16_t> rw = random_bf16(static_cast<size_t>(c.E * c.K), seed++);
-    for (int64_t e = c.E / 2; e < c.E / 2 + c.E / 4; ++e)
-      std::copy_n(rw.begin() + (e - c.E / 2) * c.K, c.K, rw.begin() + e * c.K);
-    std::fill_n(rw.begin() + (c.E - 1) * c.K, c.K, uint16_t{0});
-    DeviceBf16 router = bf16_on_device(rw, c.E, c.K);
-    DeviceBf16 gate = bf16_on_device(random_bf16(static_cast<size_t>(c.K), seed++), 1, c.K);
-    DeviceBuffer<float> scale(random_floats(static_cast<size_t>(c.E), seed++, 0.2f, 2.0f));
-    for (int variant = 0; variant < 8; ++variant)
-      for (int call = 0; call < 2; ++call) {
-        const bool normalize = variant & 1, scaled = variant & 2, shared = variant & 4;
-        const int64_t k = c.k, rows = k + shared, gs = moe_groups_size(1, k, c.E, shared);
-        DeviceBuffer<float> x(random_floats(static_cast<size_t>(c.K), seed++, -2.0f, 2.0f));
-        DeviceBuffer<float> l0(c.E), l1(c.E), g0(1), g1(1), w0(k), w1(k);
-        DeviceBuffer<int32_t> e0(k), e1(k), s0(rows), s1(rows), t0(k), t1(k), q0(gs), q1(gs);
-        const float* sc = scaled ? scale.get() : nullptr;
-        const LinearOut a[] = {{&router.w, nullptr, l0.get()}, {&gate.w, nullptr, g0.get()}};
-        const LinearOut b[] = {{&router.w, nullptr, l1.get()}, {&gate.w, nullptr, g1.get()}};
-        const int64_t n = shared ? 2 : 1;
-        ASSERT_TRUE(linear_route_group_fits(x.get(), b, n, c.E, k)) << "E " << c.E;
-        linear_multi(x.get(), 1, a, n);
-        moe_route_group(l0.get(), 1, c.E, k, normalize, sc, e0.get(), w0.get(), s0.get(),
-                        t0.get(), q0.get(), shared);
-        linear_route_group(x.get(), b, n, c.E, k, normalize, sc, shared, e1.get(), w1.get(),
-                           s1.get(), t1.get(), q1.get());
-        const std::string what = "E " + std::to_string(c.E) + " k " + std::to_string(k) +
-                                 " variant " + std::to_string(variant) + " call " +
-                                 std::to_string(call);
-        const std::vector<float> la = l0.to_host(), lb = l1.to_host();
-        ASSERT_TRUE(same_bits(lb.data(), la.data(), la.size())) << what << " logits";
-        if (shared) {
-          const std::vector<float> ga = g0.to_host(), gb = g1.to_host();
-          ASSERT_TRUE(same_bits(gb.data(), ga.data(), 1)) << what << " shared gate";
-        }
-        ASSERT_EQ(e1.to_host(), e0.to_host()) << what;
-        const std::vector<float> wa = w0.to_host(), wb = w1.to_host();
-        ASSERT_TRUE(same_bits(wb.data(), wa.data(), wa.size())) << what;
-        ASSERT_EQ(s1.to_host(), s0.to_host()) << what;
-        ASSERT_EQ(t1.to_host(), t0.to_host()) << what;
-        std::vector<int32_t> h0 = q0.to_host(), h1 = q1.to_host();
-        h0.resize(1 + 3 * h0[0]);
-        h1.resize(1 + 3 * std::max(0, std::min(h1[0], static_cast<int32_t>(rows))));
-        ASSERT_EQ(h1, h0) << what;
-      }
-  }
-  DeviceBf16 big = bf16_on_device(random_bf16(513 * 64, seed++), 513, 64);
-  DeviceBuffer<float> x(random_floats(64, seed++)), l(513);
-  const LinearOut o[] = {{&big.w, nullptr, l.get()}};
-  EXPECT_FALSE(linear_route_group_fits(x.get(), o, 1, 513, 8));
 }
 
 // A skewed routing of T tokens: expert 0 in every token's list (it takes T rows), the rest from
@@ -415,119 +349,6 @@ TEST_F(CudaTest, GroupedExpertLinearIsPerExpertLinearBitwise) {
     }
 }
 
-// The gate/up launch with the activation in it (linear_experts_glu: one launch for calls of at
-// most 8 tokens) against its two-launch form, linear_experts of the pair then silu_mul /
-// gelu_tanh_mul: BF16, 4 and 8 bits, x through moe_group's source and gathered, with and without
-// the shared expert's group, rows not a multiple of 16, and the calls past 8 tokens (the two
-// launches themselves).
-TEST_F(CudaTest, GroupedExpertGluIsTheLaunchThenTheActivationBitwise) {
-  struct Shape {
-    int64_t N, K;
-  };
-  // qwen3-30b-a3b's, qwen3.5-35b-a3b's and gemma-4-26b-a4b's gate/up, ragged rows, S = 1.
-  const Shape shapes[] = {{768, 2048}, {512, 2048}, {704, 2816}, {200, 512}, {16384, 256}};
-  const int64_t E = 12, k = 4;
-  uint32_t seed = 900;
-  for (const Shape& sh : shapes)
-    for (int bits : {0, 4, 8}) {
-      if (sh.N == 16384 && bits != 0) continue;
-      // E routed experts and a shared one (id E); expert e's gate and up are two distinct weights.
-      DeviceExperts ex = make_experts(2 * (E + 1), sh.N, sh.K, bits, seed);
-      seed += 100;
-      std::vector<const Weight*> table;
-      for (int64_t i = 0; i < 2 * (E + 1); ++i) table.push_back(&ex.w[i]);
-      ExpertTable t = make_expert_table(table, 2);
-      for (int64_t T : {1, 2, 3, 8, 9, 64})
-        for (int variant = 0; variant < 4; ++variant) {
-          const bool shared = variant & 1, gelu = variant & 2;
-          const Routing r = skewed_routing(T, E, k, seed++);
-          const int64_t n = T * k + (shared ? T : 0);
-          DeviceBuffer<int32_t> de(r.experts), src(n), slot(T * k),
-              groups(static_cast<size_t>(moe_groups_size(T, k, E, shared)));
-          moe_group(de.get(), T, k, E, src.get(), slot.get(), groups.get(), shared);
-          DeviceBuffer<float> tokens(random_floats(static_cast<size_t>(T * sh.K), seed++, -2.0f, 2.0f)),
-              xg(static_cast<size_t>(n * sh.K));
-          gather_rows(tokens.get(), src.get(), n, sh.K, xg.get());
-          const std::vector<float> nan(static_cast<size_t>(n * sh.N), NAN);
-          for (bool through_source : {true, false}) {
-            const float* x = through_source ? tokens.get() : xg.get();
-            const int32_t* x_rows = through_source ? src.get() : nullptr;
-            DeviceBuffer<float> g0(nan), u0(nan), g1(nan), u1(nan);
-            float* const ys[2] = {g0.get(), u0.get()};
-            linear_experts(t, x, x_rows, ys, groups.get(), T, n);
-            if (gelu) gelu_tanh_mul(g0.get(), u0.get(), g0.get(), n * sh.N);
-            else silu_mul(g0.get(), u0.get(), g0.get(), n * sh.N);
-            linear_experts_glu(t, gelu, x, x_rows, g1.get(), u1.get(), groups.get(), T, n);
-            const std::vector<float> want = g0.to_host(), got = g1.to_host();
-            const std::string what = std::to_string(sh.N) + "x" + std::to_string(sh.K) +
-                                     " bits " + std::to_string(bits) + " T " + std::to_string(T) +
-                                     (shared ? " shared" : "") + (gelu ? " gelu" : " silu") +
-                                     (through_source ? " x through source" : " x gathered");
-            ASSERT_TRUE(same_bits(got.data(), want.data(), got.size()))
-                << what << ": " << diff_summary(got.data(), want.data(), got.size());
-          }
-        }
-      free_expert_table(t);
-    }
-}
-
-// A single token's expert down projections and their combination in one launch
-// (moe_down_combine) against the down launch then moe_combine: BF16 shapes of three released
-// models, ragged rows and one piece; k 1, 4, 8; no shared expert, the shared expert grouped (row
-// k, the table's last expert) and its output given apart; twice per case with new inputs.
-TEST_F(CudaTest, DownLaunchWithTheCombinationIsTheTwoLaunchesBitwise) {
-  struct Shape {
-    int64_t N, K;
-  };
-  // qwen3.5-35b-a3b's, qwen3-30b-a3b's and gemma-4-26b-a4b's down, ragged rows, S = 1.
-  const Shape shapes[] = {{2048, 512}, {2048, 768}, {2816, 704}, {200, 512}, {64, 64}};
-  const int64_t E = 12;
-  uint32_t seed = 1700;
-  for (const Shape& sh : shapes) {
-    DeviceExperts ex = make_experts(E + 1, sh.N, sh.K, 0, seed);  // expert E: the shared one
-    seed += 100;
-    std::vector<const Weight*> table;
-    for (int64_t e = 0; e <= E; ++e) table.push_back(&ex.w[e]);
-    ExpertTable t = make_expert_table(table, 1);
-    EXPECT_FALSE(moe_down_combine_fits(t, 2, 4)) << "two tokens";
-    for (int64_t k : {1, 4, 8})
-      for (int mode = 0; mode < 3; ++mode)  // shared expert: none, grouped, apart
-        for (int call = 0; call < 2; ++call) {
-          ASSERT_TRUE(moe_down_combine_fits(t, 1, k));
-          const bool grouped = mode == 1, apart = mode == 2;
-          const Routing r = skewed_routing(1, E, k, seed++);
-          const int64_t n = k + (grouped ? 1 : 0);
-          DeviceBuffer<int32_t> de(r.experts), src(n), slot(k),
-              groups(static_cast<size_t>(moe_groups_size(1, k, E, grouped)));
-          moe_group(de.get(), 1, k, E, src.get(), slot.get(), groups.get(), grouped);
-          DeviceBuffer<float> x(random_floats(static_cast<size_t>(n * sh.K), seed++, -2.0f, 2.0f)),
-              w(random_floats(static_cast<size_t>(k), seed++, 0.0f, 1.0f)),
-              shared(random_floats(static_cast<size_t>(sh.N), seed++)),
-              gate(random_floats(1, seed++, -3.0f, 3.0f));
-          DeviceBuffer<float> ys(std::vector<float>(n * sh.N, NAN)),
-              want(std::vector<float>(sh.N, NAN)), got(std::vector<float>(sh.N, NAN));
-          float* const y[1] = {ys.get()};
-          linear_experts(t, x.get(), nullptr, y, groups.get(), 1, n);
-          const float* sp = grouped ? ys.get() + k * sh.N : (apart ? shared.get() : nullptr);
-          const float* gp = mode == 0 ? nullptr : gate.get();
-          moe_combine(ys.get(), slot.get(), w.get(), 1, k, sh.N, sp, gp, want.get());
-          moe_down_combine(t, x.get(), de.get(), slot.get(), w.get(), k, grouped,
-                           apart ? shared.get() : nullptr, gp, got.get());
-          const std::vector<float> a = got.to_host(), b = want.to_host();
-          ASSERT_TRUE(same_bits(a.data(), b.data(), a.size()))
-              << sh.N << "x" << sh.K << " k " << k << " shared mode " << mode << " call " << call
-              << ": " << diff_summary(a.data(), b.data(), a.size());
-        }
-    free_expert_table(t);
-  }
-  // 4-bit experts keep the two launches.
-  DeviceExperts q = make_experts(2, 2048, 512, 4, seed);
-  std::vector<const Weight*> qt = {&q.w[0], &q.w[1]};
-  ExpertTable t = make_expert_table(qt, 1);
-  EXPECT_FALSE(moe_down_combine_fits(t, 1, 1));
-  free_expert_table(t);
-}
-
 // Host BF16 expert weights (kept alive: the backend places views of them).
 struct HostExperts {
   std::vector<std::vector<uint16_t>> data;
@@ -599,10 +420,9 @@ TEST_F(CudaTest, MoeLayerDevicePathIsHostPathBitwiseEagerAndReplayed) {
         Floats h = be->upload(inputs[round]), sh = be->upload(shared_in[round]),
                sg = be->upload(gate_in[round]);
         Floats logits = be->array<float>(T * E), out = be->array<float>(T * H);
-        // The router's launch routes a single token in its last block (linear_route_group).
-        const LinearOut ro[] = {{&router, nullptr, logits.data()}};
+        be->linear(h.data(), T, router, nullptr, logits.data());
         const lockstep::DeviceRouting r =
-            lockstep::route_on_device(h.data(), ro, T, E, k, true, nullptr, *be);
+            lockstep::route_on_device(logits.data(), T, E, k, true, nullptr, *be);
         lockstep::routed_experts_forward_device(set, false, h.data(), r, sh.data(), sg.data(),
                                                 out.data(), *be);
         const std::vector<float> got = be->download(out.data(), T * H);
@@ -712,11 +532,10 @@ TEST_F(CudaTest, SharedExpertInTheGroupedLaunchesIsItsOwnMlpBitwise) {
       be->linear(h.data(), T, shared_gate, nullptr, sg.data());
       lockstep::mlp_forward(shared, h.data(), T, sh.data(), *be);
       if (T <= kMoeDeviceMaxTokens) {
-        const LinearOut ro[] = {{&router, nullptr, logits.data()}};
         const lockstep::DeviceRouting a =
-            lockstep::route_on_device(h.data(), ro, T, E, k, true, nullptr, *be);
+            lockstep::route_on_device(logits.data(), T, E, k, true, nullptr, *be);
         const lockstep::DeviceRouting b =
-            lockstep::route_on_device(h.data(), ro, T, E, k, true, nullptr, *be, true);
+            lockstep::route_on_device(logits.data(), T, E, k, true, nullptr, *be, true);
         EXPECT_TRUE(b.shared && !a.shared) << what;
         lockstep::routed_experts_forward_device(plain, false, h.data(), a, sh.data(), sg.data(),
                                                 want.data(), *be);

@@ -212,16 +212,6 @@ void moe_group(const int32_t* experts, int64_t T, int64_t k, int64_t E, int32_t*
 void moe_route_group(const float* logits, int64_t T, int64_t E, int64_t k, bool normalize,
                      const float* expert_scale, int32_t* experts, float* weights, int32_t* source,
                      int32_t* slot, int32_t* groups, bool shared = false);
-// Backend::moe_router_route_group for one token: the router linear outs[0] (y = the logits [E]),
-// with outs[1..] (the shared expert's gate) in the same launch, and the token's routing and
-// grouping in that launch's last block (router_route.cu): bitwise linear_multi then
-// moe_route_group. linear_route_group_fits: whether it applies (BF16 weights of one launch, E <=
-// 512, k <= 32; not under LOCKSTEP_CUDA_ROUTER_ROUTE=0); where not, the caller makes the two calls.
-bool linear_route_group_fits(const float* x, const LinearOut* outs, int64_t n, int64_t E,
-                             int64_t k);
-void linear_route_group(const float* x, const LinearOut* outs, int64_t n, int64_t E, int64_t k,
-                        bool normalize, const float* expert_scale, bool shared, int32_t* experts,
-                        float* weights, int32_t* source, int32_t* slot, int32_t* groups);
 // The weights of E experts' P projections (expert e's projection p at e * P + p) as device
 // tables of their data (and quantized pairs) pointers, all of one shape and format.
 struct ExpertTable {
@@ -245,24 +235,6 @@ void free_expert_table(ExpertTable& t);
 // token tiles; the call's tokens always suffice); n: the grouped rows.
 void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows, float* const* y,
                     const int32_t* groups, int64_t T, int64_t n);
-// Backend::linear_experts_glu: a table of (gate, up) per expert (P = 2); gate's rows = act(gate
-// projection) * up projection, bitwise linear_experts then silu_mul / gelu_tanh_mul. One launch
-// for calls of at most 8 tokens (linear_experts.cuh; LOCKSTEP_CUDA_EXPERT_GLU=0: two), where up
-// is not written; else the two.
-void linear_experts_glu(const ExpertTable& t, bool gelu_tanh, const float* x,
-                        const int32_t* x_rows, float* gate, float* up, const int32_t* groups,
-                        int64_t T, int64_t n);
-
-// Backend::linear_experts_combine for a single token (T = 1; BF16 down weights, P = 1): every
-// expert's down projection of the token's grouped rows x and moe_combine of them into out [N], in
-// one launch (moe_down_combine.cu): bitwise linear_experts then moe_combine. experts / weights /
-// slot [k]: the routing (rank order) and each rank's grouped row; shared_row: the table's last
-// expert is the shared one, grouped as row k; else shared ([N] or null) is its separate output.
-// moe_down_combine_fits: whether it applies (not under LOCKSTEP_CUDA_DOWN_COMBINE=0).
-bool moe_down_combine_fits(const ExpertTable& t, int64_t T, int64_t k);
-void moe_down_combine(const ExpertTable& t, const float* x, const int32_t* experts,
-                      const int32_t* slot, const float* weights, int64_t k, bool shared_row,
-                      const float* shared, const float* shared_gate, float* out);
 
 // Backend::choose_tokens (kernels/token_choice.h) on device logits [rules.size()][V]: greedy and
 // unfiltered Gumbel-max rows, penalties included, chosen on the GPU bitwise as

@@ -99,17 +99,15 @@ void free_expert_table(ExpertTable& t) {
   t.w = t.sb = nullptr;
 }
 
-namespace {
-// A grouped launch's arguments: the table's weights, x (through x_rows when given), y[p] for
-// each projection, the groups table; the K walk's pieces from the weights' shape.
-lin::ExpertArgs expert_args(const ExpertTable& t, const float* x, const int32_t* x_rows,
-                            float* const* y, const int32_t* groups, int& S) {
+void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows, float* const* y,
+                    const int32_t* groups, int64_t T, int64_t n) {
   using namespace lin;
+  if (T <= 0 || n <= 0) return;
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
     fail("CUDA linear_experts: x must be a 16-byte aligned device pointer");
   const Weight& w = t.shape;
   const int N = static_cast<int>(w.rows), K = static_cast<int>(w.cols);
-  S = split_count(N, K);
+  const int S = split_count(N, K);
   ExpertArgs a{};
   a.w = t.w;
   a.sb = reinterpret_cast<const uint32_t* const*>(t.sb);
@@ -123,27 +121,6 @@ lin::ExpertArgs expert_args(const ExpertTable& t, const float* x, const int32_t*
     while ((int64_t{1} << a.lg) < w.group_size) ++a.lg;
     a.pair_fmt = expert_pair_format(w);
   }
-  return a;
-}
-
-// LOCKSTEP_CUDA_EXPERT_GLU=0: linear_experts_glu as its two launches (the same bits; an A/B).
-bool expert_glu_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("LOCKSTEP_CUDA_EXPERT_GLU");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-}  // namespace
-
-void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows, float* const* y,
-                    const int32_t* groups, int64_t T, int64_t n) {
-  using namespace lin;
-  if (T <= 0 || n <= 0) return;
-  int S = 1;
-  const ExpertArgs a = expert_args(t, x, x_rows, y, groups, S);
-  const Weight& w = t.shape;
-  const int K = static_cast<int>(w.cols);
   const int slots = static_cast<int>(std::min<int64_t>(t.E, n));
   const int tt = static_cast<int>(T);
   if (w.quant == QuantFormat::None && T > kTiledExpertRows) {
@@ -156,30 +133,6 @@ void linear_experts(const ExpertTable& t, const float* x, const int32_t* x_rows,
   else if (w.bits == 8) ok = launch_experts_q8(a, S, tt, slots);
   else ok = launch_experts_q4(a, S, tt, slots);
   if (!ok) fail("CUDA linear_experts: the skinny kernel's shared memory does not fit this device");
-}
-
-void linear_experts_glu(const ExpertTable& t, bool gelu_tanh, const float* x,
-                        const int32_t* x_rows, float* gate, float* up, const int32_t* groups,
-                        int64_t T, int64_t n) {
-  using namespace lin;
-  if (t.P != 2) fail("CUDA linear_experts_glu: ", t.P, " projections per expert (gate and up: 2)");
-  if (T <= 0 || n <= 0) return;
-  if (T <= 8 && expert_glu_enabled()) {
-    int S = 1;
-    float* const y[2] = {gate, nullptr};
-    const ExpertArgs a = expert_args(t, x, x_rows, y, groups, S);
-    const int slots = static_cast<int>(std::min<int64_t>(t.E, n)), tt = static_cast<int>(T);
-    bool ok;
-    if (t.shape.quant == QuantFormat::None) ok = launch_experts_glu<0>(a, S, tt, slots, gelu_tanh);
-    else if (t.shape.bits == 8) ok = launch_experts_glu_q8(a, S, tt, slots, gelu_tanh);
-    else ok = launch_experts_glu_q4(a, S, tt, slots, gelu_tanh);
-    if (ok) return;
-  }
-  float* const y[2] = {gate, up};
-  linear_experts(t, x, x_rows, y, groups, T, n);
-  const int64_t count = n * t.shape.rows;
-  if (gelu_tanh) gelu_tanh_mul(gate, up, gate, count);
-  else silu_mul(gate, up, gate, count);
 }
 
 }  // namespace lockstep::kernels::cuda

@@ -8,8 +8,4 @@ bool launch_experts_q4(const ExpertArgs& a, int S, int T, int slots) {
   return launch_experts<4>(a, S, T, slots);
 }
 
-bool launch_experts_glu_q4(const ExpertArgs& a, int S, int T, int slots, bool gelu) {
-  return launch_experts_glu<4>(a, S, T, slots, gelu);
-}
-
 }  // namespace lockstep::kernels::cuda::lin

@@ -125,16 +125,18 @@ __device__ __forceinline__ void x_f32_fragments(const float* xf, int stride, int
 
 // The end of every skinny kernel (the BF16 and both quantized ones): pieces 1.. hand their
 // accumulators to piece 0 through shared memory, piece 0 adds them in piece order
-// (((a0 + a1) + a2) + a3, the merge linear.cu's schedule fixes). One copy, so every skinny kernel
-// merges alike. All the block's threads call it once every warp is past the pipeline
-// (cp_async_wait<0>): the S > 1 barriers are block-wide. True for the warps that then hold the
-// block's sums (piece 0's MMA warps).
+// (((a0 + a1) + a2) + a3, the merge linear.cu's schedule fixes), adds the bias and stores the
+// block's outputs. One copy, so every skinny kernel merges alike. All the block's threads call it
+// once every warp is past the pipeline (cp_async_wait<0>): the S > 1 barriers are block-wide.
+// Warps that hold no accumulators (mma_warp false), and pieces 1.., store nothing.
 template <int MT, int S, int WR>
-__device__ __forceinline__ bool skinny_merge(uint8_t* smem, float (&acc)[MT][4], int piece,
-                                             int wrow, bool mma_warp) {
+__device__ __forceinline__ void skinny_merge_store(uint8_t* smem, float (&acc)[MT][4], int piece,
+                                                   int wrow, bool mma_warp, int n0, int m0, int N,
+                                                   int M, const float* __restrict__ bias,
+                                                   float* __restrict__ y) {
   const int lane = threadIdx.x & 31;
   if constexpr (S == 1) {
-    return mma_warp;
+    if (!mma_warp) return;
   } else {
     __syncthreads();  // every warp is done with the pipeline's shared memory
     float* red = reinterpret_cast<float*>(smem);
@@ -148,25 +150,15 @@ __device__ __forceinline__ bool skinny_merge(uint8_t* smem, float (&acc)[MT][4],
         for (int e = 0; e < 4; ++e) red[slot(piece, j, e)] = acc[j][e];
     }
     __syncthreads();
-    if (piece > 0 || !mma_warp) return false;
+    if (piece > 0 || !mma_warp) return;
 #pragma unroll
     for (int p = 1; p < S; ++p)
 #pragma unroll
       for (int j = 0; j < MT; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[j][e] = __fadd_rn(acc[j][e], red[slot(p, j, e)]);
-    return true;
   }
-}
-
-// The merge, then the bias and the block's stores (warps that hold no sums store nothing).
-template <int MT, int S, int WR>
-__device__ __forceinline__ void skinny_merge_store(uint8_t* smem, float (&acc)[MT][4], int piece,
-                                                   int wrow, bool mma_warp, int n0, int m0, int N,
-                                                   int M, const float* __restrict__ bias,
-                                                   float* __restrict__ y) {
-  if (!skinny_merge<MT, S, WR>(smem, acc, piece, wrow, mma_warp)) return;
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int j = 0; j < MT; ++j) {
 #pragma unroll
@@ -182,67 +174,16 @@ __device__ __forceinline__ void skinny_merge_store(uint8_t* smem, float (&acc)[M
   }
 }
 
-// A gated MLP's gate and up projections in one block (GLU): row tile 0 holds gate rows
-// [n0, n0 + 16), row tile 1 the same rows of up (WR = 2). After the merge, tile 1's warp hands
-// its sums to tile 0's through shared memory (lane for lane: the same (row, token) positions), and
-// tile 0 stores act(gate) * up, the arithmetic of silu_mul / gelu_tanh_mul (elementwise.cu) on the
-// same FP32 sums the two-launch form writes and reads back. Every thread calls it.
-template <int MT, int S>
-__device__ __forceinline__ void skinny_merge_glu_store(uint8_t* smem, float (&acc)[MT][4],
-                                                       int piece, int wrow, bool mma_warp, int n0,
-                                                       int m0, int N, int M, bool gelu,
-                                                       float* __restrict__ y) {
-  constexpr int kXchOff = (S - 1) * 2 * MT * 4 * 32;  // floats: past the merge's slots
-  const bool holds = skinny_merge<MT, S, 2>(smem, acc, piece, wrow, mma_warp);
-  float* xch = reinterpret_cast<float*>(smem) + kXchOff;
-  const int lane = threadIdx.x & 31;
-  __syncthreads();  // S = 1: every warp is done with the ring; S > 1: the merge's reads are done
-  if (holds && wrow == 1) {
-#pragma unroll
-    for (int j = 0; j < MT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) xch[(j * 4 + e) * 32 + lane] = acc[j][e];
-  }
-  __syncthreads();
-  if (!holds || wrow != 0) return;
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int j = 0; j < MT; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int n = n0 + g + (e >> 1) * 8;
-      const int m = m0 + j * 8 + 2 * t + (e & 1);
-      if (n < N && m < M) {
-        const float gate = acc[j][e], up = xch[(j * 4 + e) * 32 + lane];
-        y[static_cast<int64_t>(m) * N + n] =
-            __fmul_rn(gelu ? gelu_tanh_f32(gate) : silu_f32(gate), up);
-      }
-    }
-  }
-}
-
-// GLU (skinny_body's last template argument): the second weight of the pair (up; the Outs
-// weight is gate), its quantized pairs, and the activation.
-struct GluArgs {
-  const uint16_t* w2 = nullptr;
-  const uint32_t* sb2 = nullptr;
-  bool gelu = false;
-};
-
 // sb, lg, pair_fmt: the quantized weight's scale/bias pairs (linear_quant.cuh), log2 of its group
 // size (a power of two >= 32) and pair format (kPairBF16 / kPairF16); unused for QB = 0. A
 // quantized launch has one weight.
 // xrows (FP32 x only; null: none): token row m of the call is x's row xrows[m] (stage_x_f32).
-// GLU: the block's rows are a gated MLP's pair (GluArgs, skinny_merge_glu_store): N is the
-// projections' rows, the block's output rows [16 bx, 16 bx + 16) of y = act(gate) * up; WR = 2.
-template <int MT, bool XF32, int S, typename CF, int QB, bool GLU = false>
+template <int MT, bool XF32, int S, typename CF, int QB>
 __device__ __forceinline__ void skinny_body(const Outs& outs, const void* __restrict__ xv, int M,
                                             int K, int Ks, const uint32_t* __restrict__ sb,
                                             int lg, int pair_fmt,
-                                            const int32_t* __restrict__ xrows = nullptr,
-                                            const GluArgs& glu = {}) {
+                                            const int32_t* __restrict__ xrows = nullptr) {
   using C = Skinny<MT, XF32, S, CF, QB>;
-  static_assert(!GLU || C::kWR == 2, "a GLU block is one row tile of gate and one of up");
   constexpr int BK = C::kBK, STAGES = C::kStages, PT = C::kPT, ROWS = C::kRows;
   extern __shared__ __align__(128) uint8_t smem[];
   const Out1 o = pick<true>(outs);
@@ -256,11 +197,7 @@ __device__ __forceinline__ void skinny_body(const Outs& outs, const void* __rest
   const int piece = warp / (C::kWR * C::kDQ), wrow = warp % (C::kWR * C::kDQ);
   const bool mma_warp = wrow < C::kWR;
   const int ptid = tid - piece * PT;  // thread index within the piece's warps
-  // The block's first output row; GLU: row r of the block's tiles is gate's (r < 16) or up's
-  // row n0 + r % 16 (out_row, second).
-  const int n0 = o.bx * (GLU ? 16 : ROWS);
-  auto out_row = [&](int r) { return n0 + (GLU ? (r & 15) : r); };
-  auto second = [&](int r) { return GLU && r >= 16; };
+  const int n0 = o.bx * ROWS;
   const int m0 = blockIdx.y * 8 * MT;
   const int xr = XF32 ? min(8 * MT, M - m0) : 8 * MT;  // x rows staged per stage
   const int piece_bytes = C::piece_bytes(xr);
@@ -280,9 +217,8 @@ __device__ __forceinline__ void skinny_body(const Outs& outs, const void* __rest
       for (int i = 0; i < ROWS * (BK / 8) / PT; ++i) {
         const int idx = ptid + PT * i, r = idx / (BK / 8), c = idx % (BK / 8);
         const int gk = k0 + c * 8;
-        const bool ok = (out_row(r) < N) && (gk < kend);
-        const uint16_t* wr = second(r) ? glu.w2 : w;
-        const uint16_t* src = ok ? wr + static_cast<int64_t>(out_row(r)) * K + gk : w;
+        const bool ok = (n0 + r < N) && (gk < kend);
+        const uint16_t* src = ok ? w + static_cast<int64_t>(n0 + r) * K + gk : w;
         cp_async16(ws + swz(r, c, BK * 2), src, ok);
       }
     } else {
@@ -290,7 +226,6 @@ __device__ __forceinline__ void skinny_body(const Outs& outs, const void* __rest
       // 128 / QB k (the launch checked that rows and piece starts are 16-byte aligned).
       constexpr int kCC = BK * QB / 128;  // chunks per row and stage
       const uint8_t* codes = reinterpret_cast<const uint8_t*>(w);
-      const uint8_t* codes2 = reinterpret_cast<const uint8_t*>(glu.w2);
       const int64_t row_bytes = static_cast<int64_t>(K) * QB / 8;
       constexpr int kCodeChunks = ROWS * kCC;
 #pragma unroll
@@ -298,9 +233,8 @@ __device__ __forceinline__ void skinny_body(const Outs& outs, const void* __rest
         const int idx = ptid + PT * i, r = idx / kCC, c = idx % kCC;
         if (kCodeChunks % PT == 0 || idx < kCodeChunks) {
           const int gk = k0 + c * (128 / QB);
-          const bool ok = (out_row(r) < N) && (gk < kend);
-          const uint8_t* cr = second(r) ? codes2 : codes;
-          const uint8_t* src = ok ? cr + out_row(r) * row_bytes + gk * QB / 8 : codes;
+          const bool ok = (n0 + r < N) && (gk < kend);
+          const uint8_t* src = ok ? codes + (n0 + r) * row_bytes + gk * QB / 8 : codes;
           cp_async16(ws + r * (BK * QB / 8) + c * 16, src, ok);
         }
       }
@@ -315,9 +249,8 @@ __device__ __forceinline__ void skinny_body(const Outs& outs, const void* __rest
       for (int i = 0; i < (kPairSlots + PT - 1) / PT; ++i) {
         const int idx = ptid + PT * i, r = idx / C::kNP, j = idx % C::kNP;
         if ((kPairSlots % PT == 0 || idx < kPairSlots) && j < np) {
-          const bool ok = out_row(r) < N;
-          const uint32_t* sr = second(r) ? glu.sb2 : sb;
-          const uint32_t* src = ok ? sr + static_cast<int64_t>(out_row(r)) * gpr + g0 + j : sb;
+          const bool ok = n0 + r < N;
+          const uint32_t* src = ok ? sb + static_cast<int64_t>(n0 + r) * gpr + g0 + j : sb;
           cp_async4(ps + idx * 4, src, ok);
         }
       }
@@ -496,10 +429,7 @@ __device__ __forceinline__ void skinny_body(const Outs& outs, const void* __rest
     }
   }
   cp_async_wait<0>();
-  if constexpr (GLU)
-    skinny_merge_glu_store<MT, S>(smem, acc, piece, wrow, mma_warp, n0, m0, N, M, glu.gelu, y);
-  else
-    skinny_merge_store<MT, S, C::kWR>(smem, acc, piece, wrow, mma_warp, n0, m0, N, M, bias, y);
+  skinny_merge_store<MT, S, C::kWR>(smem, acc, piece, wrow, mma_warp, n0, m0, N, M, bias, y);
 }
 
 template <int MT, bool XF32, int S, typename CF, int QB>
