@@ -183,6 +183,11 @@ class Backend {
   // place, plus its panel layout of 4/8-bit weights (kernels/cpu/quant_panels.h); CUDA keeps a
   // device copy (BF16) owned by the backend for its lifetime.
   virtual Weight place(const Weight& host) = 0;
+  // A row-parallel weight (o_proj, down_proj, the Gated DeltaNet's out_proj: the linears whose K a
+  // tensor-parallel split would cut), placed as place() does. The CUDA backend under
+  // LOCKSTEP_CUDA_TP_EMULATE=R also cuts it into R ranks' shards and runs its linears as the ranks
+  // would (cuda_ops.h: linear_row_parallel), bitwise the same.
+  virtual Weight place_row_parallel(const Weight& host) { return place(host); }
   // A weight only ever read by row lookup (kernels::embedding: an untied embedding table): what
   // place() gives by default; the CPU keeps the checkpoint's layout (its panels serve linears).
   virtual Weight place_table(const Weight& host) { return place(host); }

@@ -92,6 +92,26 @@ void host_row(const Weight& w, int64_t r, float* out) {
   for (int64_t k = 0; k < w.cols; ++k) out[k] = ref::weight_at(w.dtype, w.data, w.cols, r, k);
 }
 
+// The rows of a host weight as BF16 (f32_to_bf16 of host_row: what place() uploads), converted on
+// the host threads in blocks of about 16 MiB: fn(first row, rows, data [rows][cols]) for each.
+template <typename Fn>
+void for_bf16_row_blocks(const Weight& host, ThreadPool& threads, Fn&& fn) {
+  const int64_t rows_per = std::max<int64_t>(1, (int64_t{16} << 20) / (host.cols * 2));
+  std::vector<uint16_t> buf;
+  for (int64_t r0 = 0; r0 < host.rows; r0 += rows_per) {
+    const int64_t n = std::min(rows_per, host.rows - r0);
+    buf.resize(n * host.cols);
+    threads.parallel_for(n, [&](int64_t a, int64_t b) {
+      std::vector<float> row(host.cols);
+      for (int64_t r = a; r < b; ++r) {
+        host_row(host, r0 + r, row.data());
+        for (int64_t k = 0; k < host.cols; ++k) buf[r * host.cols + k] = f32_to_bf16(row[k]);
+      }
+    });
+    fn(r0, n, buf.data());
+  }
+}
+
 std::string shape_name(const char* op, const Weight& w) {
   return std::string(op) + " " + std::to_string(w.rows) + "x" + std::to_string(w.cols);
 }
@@ -114,6 +134,19 @@ class CudaBackend final : public Backend {
     // LOCKSTEP_CUDA_MOE_DEVICE=0: MoE layers route on the host (moe_on_device false).
     const char* moe = std::getenv("LOCKSTEP_CUDA_MOE_DEVICE");
     moe_device_enabled_ = !(moe && std::string(moe) == "0");
+    // LOCKSTEP_CUDA_TP_EMULATE=R: row-parallel weights run as R tensor-parallel ranks would run
+    // them, one rank after another on this GPU (place_row_parallel); the tests of the split.
+    if (const char* tp = std::getenv("LOCKSTEP_CUDA_TP_EMULATE"); tp && *tp) {
+      char* end = nullptr;
+      const long r = std::strtol(tp, &end, 10);
+      if (*end != '\0' || r < 1 || r > 64)
+        fail("LOCKSTEP_CUDA_TP_EMULATE=", tp, ": expected a rank count from 1 to 64");
+      tp_emulate_ = static_cast<int>(r);
+      std::fprintf(stderr,
+                   "cuda: emulating tensor parallelism over %d ranks on one GPU (row-parallel "
+                   "linears as per-rank K-piece partials, merged in piece order)\n",
+                   tp_emulate_);
+    }
     const char* stats = std::getenv("LOCKSTEP_CUDA_GRAPH_STATS");
     tally_wanted_ = stats && *stats && std::string(stats) != "0";
     if (OpProfile::wanted()) {  // times ops one by one: eager only
@@ -281,21 +314,11 @@ class CudaBackend final : public Backend {
     if (host.quant == QuantFormat::None && host.dtype == DType::BF16) {
       cuda::upload(dev, host.data, bytes);
     } else {  // convert row blocks on the host, then upload
-      const int64_t rows_per = std::max<int64_t>(1, (int64_t{16} << 20) / (host.cols * 2));
-      std::vector<uint16_t> buf;
-      for (int64_t r0 = 0; r0 < host.rows; r0 += rows_per) {
-        const int64_t n = std::min(rows_per, host.rows - r0);
-        buf.resize(n * host.cols);
-        threads_->parallel_for(n, [&](int64_t a, int64_t b) {
-          std::vector<float> row(host.cols);
-          for (int64_t r = a; r < b; ++r) {
-            host_row(host, r0 + r, row.data());
-            for (int64_t k = 0; k < host.cols; ++k) buf[r * host.cols + k] = f32_to_bf16(row[k]);
-          }
-        });
-        cuda::upload(static_cast<uint16_t*>(dev) + r0 * host.cols, buf.data(), buf.size() * 2);
-        cuda::synchronize();  // buf is reused
-      }
+      for_bf16_row_blocks(host, *threads_, [&](int64_t r0, int64_t n, const uint16_t* rows) {
+        cuda::upload(static_cast<uint16_t*>(dev) + r0 * host.cols, rows,
+                     static_cast<size_t>(n * host.cols) * 2);
+        cuda::synchronize();  // the rows' buffer is reused
+      });
     }
     // Float weights are views of the mapped checkpoint; quantized ones may be heap copies made by
     // --quantize, whose pages must not be dropped (anonymous memory would read back as zeros).
@@ -305,6 +328,42 @@ class CudaBackend final : public Backend {
       release_file_pages(host.data, static_cast<size_t>(host.bytes()));
     w.data = dev;
     placed_[host.data] = w;
+    return w;
+  }
+
+  // Placed as place() does; under tensor-parallel emulation also cut into the ranks' shards (the
+  // BF16 values place() uploads, so a quantized weight's shards are its BF16 dequantization,
+  // which its quantized linears equal bitwise), which linear() then runs instead.
+  Weight place_row_parallel(const Weight& host) override {
+    const Weight w = place(host);
+    if (tp_emulate_ == 0 || !host.data || row_parallel_.count(w.data)) return w;
+    cuda::RowParallelShards sh;
+    sh.ranks = tp_emulate_;
+    sh.rows = host.rows;
+    sh.cols = host.cols;
+    sh.pieces = cuda::lin::row_parallel_pieces(host.rows, host.cols, tp_emulate_);
+    for (const cuda::lin::KPiece& p : sh.pieces) {
+      Weight shard;
+      shard.dtype = DType::BF16;
+      shard.rows = host.rows;
+      shard.cols = p.k1 - p.k0;
+      shard.data = cuda::malloc_device(static_cast<size_t>(shard.rows * shard.cols) * 2);
+      weights_.push_back(const_cast<void*>(shard.data));
+      sh.shards.push_back(shard);
+    }
+    std::vector<uint16_t> piece_rows;
+    for_bf16_row_blocks(host, *threads_, [&](int64_t r0, int64_t n, const uint16_t* rows) {
+      for (size_t i = 0; i < sh.pieces.size(); ++i) {
+        const int64_t k0 = sh.pieces[i].k0, len = sh.pieces[i].k1 - k0;
+        piece_rows.resize(static_cast<size_t>(n * len));
+        for (int64_t r = 0; r < n; ++r)
+          std::copy_n(rows + r * host.cols + k0, len, piece_rows.data() + r * len);
+        cuda::upload(static_cast<uint16_t*>(const_cast<void*>(sh.shards[i].data)) + r0 * len,
+                     piece_rows.data(), piece_rows.size() * 2);
+        cuda::synchronize();  // piece_rows is reused
+      }
+    });
+    row_parallel_[w.data] = std::move(sh);
     return w;
   }
 
@@ -365,6 +424,9 @@ class CudaBackend final : public Backend {
       cuda::linear_fast(x, M, w, bias, y);
       return;
     }
+    if (!row_parallel_.empty())
+      if (auto it = row_parallel_.find(w.data); it != row_parallel_.end())
+        return cuda::linear_row_parallel(x, M, it->second, bias, y);
     cuda::linear(x, M, w, bias, y);
   }
   // Weights of the same split count in one launch (cuda::linear_multi); fast: one cuBLAS call each.
@@ -750,6 +812,8 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, Weight> placed_;
   std::unordered_map<const void*, cuda::ExpertTable> expert_tables_;  // by the first weight's data
   bool moe_device_enabled_ = true;  // LOCKSTEP_CUDA_MOE_DEVICE=0 turns it off
+  int tp_emulate_ = 0;  // LOCKSTEP_CUDA_TP_EMULATE: ranks (0: off)
+  std::unordered_map<const void*, cuda::RowParallelShards> row_parallel_;  // by the placed data
 };
 
 }  // namespace

@@ -23,7 +23,7 @@ AttentionWeights load_attention(const Checkpoint& ckpt, const ModelConfig& c,
   w.q = be.place(matrix(ckpt, p + "q_proj.weight", w.gated ? 2 * qd : qd, H));
   w.k = be.place(matrix(ckpt, p + "k_proj.weight", kvd, H));
   w.v = be.place(matrix(ckpt, p + "v_proj.weight", kvd, H));
-  w.o = be.place(matrix(ckpt, p + "o_proj.weight", H, qd));
+  w.o = be.place_row_parallel(matrix(ckpt, p + "o_proj.weight", H, qd));
   if (c.attention_bias) {
     w.q_bias = be.upload(vector_f32(ckpt, p + "q_proj.bias", w.q.rows));
     w.k_bias = be.upload(vector_f32(ckpt, p + "k_proj.bias", kvd));
@@ -91,7 +91,7 @@ MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::str
   const int64_t H = c.hidden_size, I = intermediate < 0 ? c.intermediate_size : intermediate;
   w.gate = be.place(matrix(ckpt, p + "gate_proj.weight", I, H));
   w.up = be.place(matrix(ckpt, p + "up_proj.weight", I, H));
-  w.down = be.place(matrix(ckpt, p + "down_proj.weight", H, I));
+  w.down = be.place_row_parallel(matrix(ckpt, p + "down_proj.weight", H, I));
   w.gate_bias = optional_vector(ckpt, p + "gate_proj.bias", I, c.mlp_bias, be);
   w.up_bias = optional_vector(ckpt, p + "up_proj.bias", I, c.mlp_bias, be);
   w.down_bias = optional_vector(ckpt, p + "down_proj.bias", H, c.mlp_bias, be);

@@ -61,7 +61,7 @@ DeltaNetWeights load_deltanet(const Checkpoint& ckpt, const ModelConfig& c, cons
   w.A_log = be.upload(vector_f32(ckpt, p + "A_log", d.nv));
   w.dt_bias = be.upload(vector_f32(ckpt, p + "dt_bias", d.nv));
   w.norm = be.upload(vector_f32(ckpt, p + "norm.weight", d.dv));
-  w.out = be.place(matrix(ckpt, p + "out_proj.weight", H, d.value_dim()));
+  w.out = be.place_row_parallel(matrix(ckpt, p + "out_proj.weight", H, d.value_dim()));
   return w;
 }
 

@@ -212,7 +212,7 @@ class Gemma4Model final : public KvModel {
     const std::string ap = lp + "self_attn.";
     const int64_t qd = c.num_attention_heads * a.head_dim, kvd = a.kv_heads * a.head_dim;
     a.q = be.place(matrix(w, ap + "q_proj.weight", qd, H));
-    a.o = be.place(matrix(w, ap + "o_proj.weight", H, qd));
+    a.o = be.place_row_parallel(matrix(w, ap + "o_proj.weight", H, qd));
     a.q_norm = be.upload(vector_f32(w, ap + "q_norm.weight", a.head_dim));
     if (!a.shares_kv) {
       a.k = be.place(matrix(w, ap + "k_proj.weight", kvd, H));

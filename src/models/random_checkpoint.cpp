@@ -262,6 +262,20 @@ json preset(const std::string& like) {
   if (like == "qwen3-8b")
     return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 4096, 12288, 36, 32, 8, 128, 40960,
                          1e6, 1e-6, false, 151643, 151645});
+  if (like == "qwen3-32b")
+    return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 5120, 25600, 64, 64, 8, 128, 40960,
+                         1e6, 1e-6, false, 151643, 151645});
+  if (like == "llama-3.1-70b") {
+    json c = dense_config({"llama", "LlamaForCausalLM", 128256, 8192, 28672, 80, 64, 8, 128, 131072,
+                           500000.0, 1e-5, false, 128000, 128001});
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", 8.0},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
+    c["mlp_bias"] = false;
+    return c;
+  }
   if (like == "llama-3.2-1b") {
     json c = dense_config({"llama", "LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, 131072,
                            500000.0, 1e-5, true, 128000, 128001});
@@ -482,7 +496,8 @@ void encode(DType d, float v, uint8_t* out) {
 }  // namespace
 
 std::vector<std::string> random_checkpoint_presets() {
-  return {"qwen3-0.6b",      "qwen3-1.7b",         "qwen3-8b",   "llama-3.2-1b",
+  return {"qwen3-0.6b",      "qwen3-1.7b",         "qwen3-8b",   "qwen3-32b", "llama-3.2-1b",
+          "llama-3.1-70b",
           "qwen3.5-0.8b",    "qwen3-30b-a3b",      "qwen3.5-35b-a3b",
           "qwen3-next-80b-a3b", "tiny-llama",      "tiny-qwen3", "tiny-qwen3.5",
           "tiny-qwen3-moe",  "tiny-qwen3.5-moe", "gemma-3-1b", "gemma-3-4b",

@@ -26,8 +26,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/k_pieces.h"
 #include "kernels/ops.h"
 
 namespace lockstep::kernels::cuda {
@@ -73,6 +75,29 @@ bool linear_quant_fused(const Weight& w);
 // K, unchanged) share one launch, up to 4 a launch (q/k/v, gate/up: one launch each); for M > 16
 // x is converted to bf16 once for all of them.
 void linear_multi(const float* x, int64_t M, const LinearOut* outs, int64_t n);
+
+// One piece of a K walk (k_pieces.h), alone: y = x W^T with all of W's K (a BF16 weight) walked as
+// a single piece, from 0, in 16-wide steps, no bias. For a weight made of piece p's columns of a
+// larger weight (and x of those columns) that is bitwise the partial a_p the larger linear adds
+// into its output, whatever M and whichever kernel runs it.
+void linear_piece(const float* x, int64_t M, const Weight& w, float* y);
+
+// --- tensor parallelism, emulated on one GPU (row_parallel.cu) ----------------------------------
+// A row-parallel weight (o_proj, down_proj, the Gated DeltaNet's out_proj: those whose K a
+// tensor-parallel split cuts) as `ranks` ranks would hold it: rows x cols, cut along its K walk's
+// pieces (lin::row_parallel_pieces), shards[p] a BF16 [rows][k1 - k0] of piece p's columns.
+struct RowParallelShards {
+  int ranks = 1;
+  int64_t rows = 0, cols = 0;
+  std::vector<lin::KPiece> pieces;
+  std::vector<Weight> shards;
+};
+// y = x W^T (+ bias) as the ranks compute it, one rank after another: each runs linear_piece on
+// each of its pieces (x's columns of the piece against the shard) into a partial of its own, and
+// each merges every piece's partial of its 1 / R of the output rows in piece order, then the
+// bias. Bitwise linear() of the whole weight, at every rank count (row_parallel.cu says why).
+void linear_row_parallel(const float* x, int64_t M, const RowParallelShards& w, const float* bias,
+                         float* y);
 
 // numerics fast: the same y = x W^T (+ bias) through cuBLAS (cublasGemmEx: x rounded to BF16,
 // BF16 weights, FP32 accumulate and output, bias added after by a separate kernel). cuBLAS is

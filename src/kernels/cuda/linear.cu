@@ -224,12 +224,15 @@ std::vector<Group> groups_of(const LinearOut* outs, int64_t n) {
 
 // Runs every group against x (each y bitwise a separate linear()): x read as FP32 by the skinny
 // kernels for M <= 16, else converted to bf16 once for all groups.
-void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& gs) {
+// one_piece: every weight's K is walked as a single piece (S = 1), whatever its shape
+// (linear_piece).
+void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& gs,
+                bool one_piece = false) {
   if (M == 0 || gs.empty()) return;
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
     fail("CUDA linear: x must be a 16-byte aligned device pointer");
   const int m = static_cast<int>(M), k = static_cast<int>(K);
-  auto S_of = [&](const Group& g) { return split_count(g.o.N[0], K); };
+  auto S_of = [&](const Group& g) { return one_piece ? 1 : split_count(g.o.N[0], K); };
   if (M <= 16) {
     for (const Group& g : gs) launch_small(g, x, m, k, S_of(g));
     return;
@@ -259,6 +262,16 @@ void linear(const float* x, int64_t M, const Weight& w, const float* bias, float
   if (M == 0) return;
   const LinearOut one{&w, bias, y};
   run_groups(x, M, w.cols, groups_of(&one, 1));
+}
+
+void linear_piece(const float* x, int64_t M, const Weight& w, float* y) {
+  if (w.quant != QuantFormat::None)
+    fail("CUDA linear_piece: quantized weights are not supported (shards are placed as BF16)");
+  check_weight(w, M);
+  if (M == 0) return;
+  Group g;
+  g.add(static_cast<const uint16_t*>(w.data), nullptr, y, static_cast<int>(w.rows));
+  run_groups(x, M, w.cols, {g}, /*one_piece=*/true);
 }
 
 // Quantized weights run one by one (linear_quant), each bitwise its own linear(); the BF16 ones

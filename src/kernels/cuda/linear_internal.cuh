@@ -7,29 +7,27 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/k_pieces.h"
 #include "kernels/cuda/mma.cuh"
 
 namespace lockstep::kernels::cuda::lin {
 
 using namespace detail;
 
-// --- the fixed split of K -----------------------------------------------------------------------
-// S(N, K) pieces of Ks = ceil(K / 16 / S) * 16 k each (piece s: [s Ks, min(K, (s+1) Ks))), each
-// with its own accumulator, summed in piece order at the end: ((a0 + a1) + a2) + a3. Chosen only
-// from the weight's shape, so small-N layers get enough independent MMA chains to stream their
-// weights at decode; every kernel below uses the same pieces for a given (N, K).
-inline int split_count(int64_t N, int64_t K) {
-  const int64_t tiles = (N + 15) / 16;
-  int S = tiles >= 1024 ? 1 : (tiles >= 512 ? 2 : 4);
-  while (S > 1 && K < 256 * S) S /= 2;
-  return S;
-}
-inline int split_len(int64_t K, int S) { return static_cast<int>((K / 16 + S - 1) / S * 16); }
-
 // Byte offset of 16-byte chunk c of row r in a tile whose rows are `row_bytes` long, XOR-swizzled
 // so the 8 rows an ldmatrix reads hit 8 different bank groups.
 __device__ __forceinline__ uint32_t swz(int r, int c, int row_bytes) {
   return static_cast<uint32_t>(r * row_bytes + ((c ^ (r & 7)) << 4));
+}
+
+// ((part[0] + part[1]) + part[2]) + ... part[S-1] at element i of S planes `plane` floats apart, one
+// __fadd_rn each in piece order: the merge the unsplit kernels do in registers, written out
+// (merge_pieces after SPLIT wgmma tiles; the row-parallel merge, row_parallel.cu).
+__device__ __forceinline__ float sum_pieces(const float* __restrict__ part, int64_t plane,
+                                            int64_t i, int S) {
+  float v = part[i];
+  for (int p = 1; p < S; ++p) v = __fadd_rn(v, part[p * plane + i]);
+  return v;
 }
 
 // --- the weights of one launch -------------------------------------------------------------------

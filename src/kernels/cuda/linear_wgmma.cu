@@ -253,8 +253,7 @@ __global__ void merge_pieces(const __grid_constant__ Outs outs, const __grid_con
   for (int j = 1; j < kMaxOuts; ++j)
     if (j < outs.n && c >= split.col[j]) wi = j;
   const int n = c - split.col[wi];
-  float v = split.part[i];
-  for (int p = 1; p < S; ++p) v = __fadd_rn(v, split.part[p * plane + i]);
+  float v = sum_pieces(split.part, plane, i, S);
   if (outs.bias[wi]) v = __fadd_rn(v, outs.bias[wi][n]);
   outs.y[wi][static_cast<int64_t>(m) * outs.N[wi] + n] = v;
 }
