@@ -188,6 +188,9 @@ class Backend {
   // LOCKSTEP_CUDA_TP_EMULATE=R also cuts it into R ranks' shards and runs its linears as the ranks
   // would (cuda_ops.h: linear_row_parallel), bitwise the same.
   virtual Weight place_row_parallel(const Weight& host) { return place(host); }
+  // A column-parallel weight (q/k/v, gate/up, the lm_head: split by output rows), likewise; under
+  // the emulation each rank computes its rows (cuda_ops.h: linear_column_parallel).
+  virtual Weight place_column_parallel(const Weight& host) { return place(host); }
   // A weight only ever read by row lookup (kernels::embedding: an untied embedding table): what
   // place() gives by default; the CPU keeps the checkpoint's layout (its panels serve linears).
   virtual Weight place_table(const Weight& host) { return place(host); }

@@ -80,7 +80,7 @@ struct Trace {
     std::memcpy(&b, &v, 4);
     return *this << static_cast<uint64_t>(b);
   }
-  Trace& operator<<(const Weight& w) { return *this << w.data << w.rows << w.cols; }
+  Trace& operator<<(const Weight& w) { return *this << w.data << w.rows << w.cols << w.k_pieces; }
 };
 
 // Row r of a host weight as float32 (any dtype or the affine format).
@@ -143,8 +143,9 @@ class CudaBackend final : public Backend {
         fail("LOCKSTEP_CUDA_TP_EMULATE=", tp, ": expected a rank count from 1 to 64");
       tp_emulate_ = static_cast<int>(r);
       std::fprintf(stderr,
-                   "cuda: emulating tensor parallelism over %d ranks on one GPU (row-parallel "
-                   "linears as per-rank K-piece partials, merged in piece order)\n",
+                   "cuda: emulating tensor parallelism over %d ranks on one GPU (column-parallel "
+                   "linears by rows; row-parallel ones as per-rank K-piece partials, merged in "
+                   "piece order)\n",
                    tp_emulate_);
     }
     const char* stats = std::getenv("LOCKSTEP_CUDA_GRAPH_STATS");
@@ -156,6 +157,12 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     prof_.reset();  // prints its table
+    if (tp_emulate_ > 0)
+      std::fprintf(stderr,
+                   "cuda: tensor-parallel emulation over %d ranks: %zu row-parallel and %zu "
+                   "column-parallel weights, %lld emulated linear calls (a recorded step's once)\n",
+                   tp_emulate_, row_parallel_.size(), column_parallel_.size(),
+                   static_cast<long long>(cuda::testing::tensor_parallel_calls()));
     for (const auto& [key, t] : tally_)
       std::fprintf(stderr, "lockstep cuda steps %s: %lld eager, %lld recorded, %lld replayed\n",
                    key.empty() ? "(no key)" : key.c_str(), static_cast<long long>(t.eager),
@@ -367,6 +374,36 @@ class CudaBackend final : public Backend {
     return w;
   }
 
+  // Placed as place() does; under tensor-parallel emulation also registered as R ranks' row
+  // shards (views into the placed weight, BF16 or quantized, with the whole weight's piece count),
+  // which linear() and linear_multi() then run instead.
+  Weight place_column_parallel(const Weight& host) override {
+    const Weight w = place(host);
+    if (tp_emulate_ == 0 || !host.data || column_parallel_.count(w.data)) return w;
+    cuda::ColumnParallelShards sh;
+    sh.rows = w.rows;
+    sh.cols = w.cols;
+    sh.row0 = cuda::lin::column_parallel_rows(w.rows, tp_emulate_);
+    for (int r = 0; r < tp_emulate_; ++r)
+      sh.shards.push_back(rows_view(w, sh.row0[r], sh.row0[r + 1]));
+    column_parallel_[w.data] = std::move(sh);
+    return w;
+  }
+  // Rows [n0, n1) of a placed weight, walking K in the whole weight's pieces.
+  static Weight rows_view(const Weight& w, int64_t n0, int64_t n1) {
+    Weight v = w;
+    v.rows = n1 - n0;
+    v.k_pieces = cuda::lin::pieces_of(w);
+    if (w.quant == QuantFormat::None) {
+      v.data = static_cast<const uint16_t*>(w.data) + n0 * w.cols;
+    } else {  // codes and scale/bias pairs are row-major (quant_gpu_layout.h)
+      v.data = static_cast<const uint8_t*>(w.data) + n0 * (w.cols * w.bits / 8);
+      v.scales = static_cast<const uint8_t*>(w.scales) +
+                 n0 * (w.cols / w.group_size) * gpu_pair_entry_bytes(w);
+    }
+    return v;
+  }
+
   // A 4/8-bit weight stays quantized: its codes uploaded as stored, its scales and biases as one
   // pair per row group (quant_gpu_layout.h), packed on the host threads in row blocks. The kernels
   // rebuild each element as f32_to_bf16(fma(q, s, b)), the value the BF16 placement above
@@ -424,14 +461,19 @@ class CudaBackend final : public Backend {
       cuda::linear_fast(x, M, w, bias, y);
       return;
     }
-    if (!row_parallel_.empty())
+    if (tp_emulate_ > 0) {
       if (auto it = row_parallel_.find(w.data); it != row_parallel_.end())
         return cuda::linear_row_parallel(x, M, it->second, bias, y);
+      if (auto it = column_parallel_.find(w.data); it != column_parallel_.end())
+        return cuda::linear_column_parallel(x, M, it->second, bias, y);
+    }
     cuda::linear(x, M, w, bias, y);
   }
   // Weights of the same split count in one launch (cuda::linear_multi); fast: one cuBLAS call each.
   void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs) override {
-    if (numerics() == Numerics::Fast) {
+    // fast, and tensor-parallel emulation (each weight by its ranks): one linear() each, whose
+    // bits linear_multi keeps.
+    if (numerics() == Numerics::Fast || tp_emulate_ > 0) {
       for (const LinearOut& o : outs) linear(x, M, *o.w, o.bias, o.y);
       return;
     }
@@ -813,7 +855,9 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, cuda::ExpertTable> expert_tables_;  // by the first weight's data
   bool moe_device_enabled_ = true;  // LOCKSTEP_CUDA_MOE_DEVICE=0 turns it off
   int tp_emulate_ = 0;  // LOCKSTEP_CUDA_TP_EMULATE: ranks (0: off)
-  std::unordered_map<const void*, cuda::RowParallelShards> row_parallel_;  // by the placed data
+  // The emulation's shards, by the placed weight's data.
+  std::unordered_map<const void*, cuda::RowParallelShards> row_parallel_;
+  std::unordered_map<const void*, cuda::ColumnParallelShards> column_parallel_;
 };
 
 }  // namespace

@@ -38,6 +38,10 @@ struct Weight {
   // (kernels/cpu/quant_panels.h), which its int8 quant dot reads when present. `data`, `scales`
   // and `biases` stay valid (other kernels, the reference and the embedding lookup read them).
   const void* panels = nullptr;
+  // CUDA only: the number of pieces the K walk is cut into (kernels/cuda/k_pieces.h); 0: the
+  // count the weight's own shape gives. A tensor-parallel shard of a larger weight carries the
+  // whole weight's count, so its rows keep the whole weight's bits (the count depends on N).
+  int k_pieces = 0;
 
   // Bytes the matrix occupies (what one pass over it reads).
   int64_t bytes() const;

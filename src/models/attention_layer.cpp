@@ -20,9 +20,9 @@ AttentionWeights load_attention(const Checkpoint& ckpt, const ModelConfig& c,
   const int64_t H = c.hidden_size, hd = c.head_dim;
   const int64_t qd = c.num_attention_heads * hd, kvd = c.num_key_value_heads * hd;
   w.gated = c.attn_output_gate;
-  w.q = be.place(matrix(ckpt, p + "q_proj.weight", w.gated ? 2 * qd : qd, H));
-  w.k = be.place(matrix(ckpt, p + "k_proj.weight", kvd, H));
-  w.v = be.place(matrix(ckpt, p + "v_proj.weight", kvd, H));
+  w.q = be.place_column_parallel(matrix(ckpt, p + "q_proj.weight", w.gated ? 2 * qd : qd, H));
+  w.k = be.place_column_parallel(matrix(ckpt, p + "k_proj.weight", kvd, H));
+  w.v = be.place_column_parallel(matrix(ckpt, p + "v_proj.weight", kvd, H));
   w.o = be.place_row_parallel(matrix(ckpt, p + "o_proj.weight", H, qd));
   if (c.attention_bias) {
     w.q_bias = be.upload(vector_f32(ckpt, p + "q_proj.bias", w.q.rows));
@@ -89,8 +89,8 @@ MlpWeights load_mlp(const Checkpoint& ckpt, const ModelConfig& c, const std::str
                     kernels::Backend& be, int64_t intermediate) {
   MlpWeights w;
   const int64_t H = c.hidden_size, I = intermediate < 0 ? c.intermediate_size : intermediate;
-  w.gate = be.place(matrix(ckpt, p + "gate_proj.weight", I, H));
-  w.up = be.place(matrix(ckpt, p + "up_proj.weight", I, H));
+  w.gate = be.place_column_parallel(matrix(ckpt, p + "gate_proj.weight", I, H));
+  w.up = be.place_column_parallel(matrix(ckpt, p + "up_proj.weight", I, H));
   w.down = be.place_row_parallel(matrix(ckpt, p + "down_proj.weight", H, I));
   w.gate_bias = optional_vector(ckpt, p + "gate_proj.bias", I, c.mlp_bias, be);
   w.up_bias = optional_vector(ckpt, p + "up_proj.bias", I, c.mlp_bias, be);

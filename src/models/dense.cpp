@@ -34,7 +34,7 @@ class DenseModel final : public KvModel {
     // Tied, the table is the lm_head's weight too; else it is only looked up.
     const bool tied = c.tie_word_embeddings && !w.has("lm_head.weight");
     const kernels::Weight embed = matrix(w, p + "embed_tokens.weight", c.vocab_size, H);
-    embed_ = tied ? be.place(embed) : be.place_table(embed);
+    embed_ = tied ? be.place_column_parallel(embed) : be.place_table(embed);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string lp = p + "layers." + std::to_string(l) + ".";
       DenseLayer layer;
@@ -47,7 +47,8 @@ class DenseModel final : public KvModel {
       layers_.push_back(std::move(layer));
     }
     final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
-    lm_head_ = tied ? embed_ : be.place(matrix(w, "lm_head.weight", c.vocab_size, H));
+    lm_head_ = tied ? embed_
+                     : be.place_column_parallel(matrix(w, "lm_head.weight", c.vocab_size, H));
   }
 
   ForwardResult forward(std::span<const ForwardItem> items) override {

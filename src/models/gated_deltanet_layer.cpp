@@ -48,14 +48,14 @@ DeltaNetWeights load_deltanet(const Checkpoint& ckpt, const ModelConfig& c, cons
   DeltaNetWeights w;
   w.fused = c.model_type == "qwen3_next";
   if (w.fused) {
-    w.qkvz = be.place(
+    w.qkvz = be.place_column_parallel(
         matrix(ckpt, p + "in_proj_qkvz.weight", 2 * d.key_dim() + 2 * d.value_dim(), H));
-    w.ba = be.place(matrix(ckpt, p + "in_proj_ba.weight", 2 * d.nv, H));
+    w.ba = be.place_column_parallel(matrix(ckpt, p + "in_proj_ba.weight", 2 * d.nv, H));
   } else {
-    w.qkv = be.place(matrix(ckpt, p + "in_proj_qkv.weight", d.conv_dim(), H));
-    w.z = be.place(matrix(ckpt, p + "in_proj_z.weight", d.value_dim(), H));
-    w.b = be.place(matrix(ckpt, p + "in_proj_b.weight", d.nv, H));
-    w.a = be.place(matrix(ckpt, p + "in_proj_a.weight", d.nv, H));
+    w.qkv = be.place_column_parallel(matrix(ckpt, p + "in_proj_qkv.weight", d.conv_dim(), H));
+    w.z = be.place_column_parallel(matrix(ckpt, p + "in_proj_z.weight", d.value_dim(), H));
+    w.b = be.place_column_parallel(matrix(ckpt, p + "in_proj_b.weight", d.nv, H));
+    w.a = be.place_column_parallel(matrix(ckpt, p + "in_proj_a.weight", d.nv, H));
   }
   w.conv = be.upload(tensor_f32(ckpt, p + "conv1d.weight", {d.conv_dim(), 1, d.K}));
   w.A_log = be.upload(vector_f32(ckpt, p + "A_log", d.nv));

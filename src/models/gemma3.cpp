@@ -55,7 +55,7 @@ class Gemma3Model final : public KvModel {
     // Tied, the table is the lm_head's weight too; else it is only looked up.
     const bool tied = c.tie_word_embeddings && !w.has(names.lm_head);
     const kernels::Weight embed = matrix(w, p + "embed_tokens.weight", c.vocab_size, H);
-    embed_ = tied ? be.place(embed) : be.place_table(embed);
+    embed_ = tied ? be.place_column_parallel(embed) : be.place_table(embed);
     embed_scale_ = gemma_embed_scale(H, gemma_embedding_dtype(w, p + "embed_tokens.weight"));
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string lp = p + "layers." + std::to_string(l) + ".";
@@ -73,7 +73,8 @@ class Gemma3Model final : public KvModel {
       layers_.push_back(std::move(layer));
     }
     final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
-    lm_head_ = tied ? embed_ : be.place(matrix(w, names.lm_head, c.vocab_size, H));
+    lm_head_ =
+        tied ? embed_ : be.place_column_parallel(matrix(w, names.lm_head, c.vocab_size, H));
     // transformers: scaling = query_pre_attn_scalar ** -0.5 (a Python float).
     attn_scale_ = static_cast<float>(std::pow(c.query_pre_attn_scalar, -0.5));
   }

@@ -126,7 +126,7 @@ class Gemma4Model final : public KvModel {
     // Tied, the table is the lm_head's weight too; else it is only looked up.
     const bool tied = c.tie_word_embeddings && !w.has(names.lm_head);
     const kernels::Weight embed = matrix(w, p + "embed_tokens.weight", c.vocab_size, H);
-    embed_ = tied ? be.place(embed) : be.place_table(embed);
+    embed_ = tied ? be.place_column_parallel(embed) : be.place_table(embed);
     embed_scale_ = gemma_embed_scale(H, gemma_embedding_dtype(w, p + "embed_tokens.weight"));
     if (P > 0) {
       const std::string table = p + "embed_tokens_per_layer.weight";
@@ -144,7 +144,8 @@ class Gemma4Model final : public KvModel {
       layers_.back().kv_cache = cache_of[l];
     }
     final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
-    lm_head_ = tied ? embed_ : be.place(matrix(w, names.lm_head, c.vocab_size, H));
+    lm_head_ =
+        tied ? embed_ : be.place_column_parallel(matrix(w, names.lm_head, c.vocab_size, H));
     lend_kv(cache_of);
   }
 
@@ -211,12 +212,13 @@ class Gemma4Model final : public KvModel {
     a.values_are_keys = c.gemma4.k_eq_v && layer.window == 0;
     const std::string ap = lp + "self_attn.";
     const int64_t qd = c.num_attention_heads * a.head_dim, kvd = a.kv_heads * a.head_dim;
-    a.q = be.place(matrix(w, ap + "q_proj.weight", qd, H));
+    a.q = be.place_column_parallel(matrix(w, ap + "q_proj.weight", qd, H));
     a.o = be.place_row_parallel(matrix(w, ap + "o_proj.weight", H, qd));
     a.q_norm = be.upload(vector_f32(w, ap + "q_norm.weight", a.head_dim));
     if (!a.shares_kv) {
-      a.k = be.place(matrix(w, ap + "k_proj.weight", kvd, H));
-      if (!a.values_are_keys) a.v = be.place(matrix(w, ap + "v_proj.weight", kvd, H));
+      a.k = be.place_column_parallel(matrix(w, ap + "k_proj.weight", kvd, H));
+      if (!a.values_are_keys)
+        a.v = be.place_column_parallel(matrix(w, ap + "v_proj.weight", kvd, H));
       else if (w.has(ap + "v_proj.weight"))
         fail(w.dir(), ": tensor ", ap, "v_proj.weight exists, but attention_k_eq_v says layer ",
              l, "'s values are its keys");

@@ -220,7 +220,7 @@ class Assistant final : public Gemma4Assistant {
         fail(w.dir(), ": tensor ", ap, absent, " exists, but every gemma4_assistant layer reads "
              "its target's KV (it has no keys or values of its own)");
     const int64_t qd = t.num_attention_heads * L.head_dim;
-    L.q = be.place(matrix(w, ap + "q_proj.weight", qd, H));
+    L.q = be.place_column_parallel(matrix(w, ap + "q_proj.weight", qd, H));
     L.o = be.place_row_parallel(matrix(w, ap + "o_proj.weight", H, qd));
     L.q_norm = be.upload(vector_f32(w, ap + "q_norm.weight", L.head_dim));
     L.mlp = load_mlp(w, t, lp + "mlp.", be);

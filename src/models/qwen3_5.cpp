@@ -58,7 +58,7 @@ class HybridModel final : public Model {
     // Tied, the table is the lm_head's weight too; else it is only looked up.
     const bool tied = c.tie_word_embeddings && !w.has("lm_head.weight");
     const kernels::Weight embed = matrix(w, p + "embed_tokens.weight", c.vocab_size, H);
-    embed_ = tied ? be.place(embed) : be.place_table(embed);
+    embed_ = tied ? be.place_column_parallel(embed) : be.place_table(embed);
     int64_t n_full = 0;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string lp = p + "layers." + std::to_string(l) + ".";
@@ -78,7 +78,8 @@ class HybridModel final : public Model {
       layers_.push_back(std::move(layer));
     }
     final_norm_ = be.upload(vector_f32(w, p + "norm.weight", H));
-    lm_head_ = tied ? embed_ : be.place(matrix(w, "lm_head.weight", c.vocab_size, H));
+    lm_head_ = tied ? embed_
+                     : be.place_column_parallel(matrix(w, "lm_head.weight", c.vocab_size, H));
     mtp_ = load_mtp_head(w, {&config_, embed_, lm_head_, &rope_, &be}, o);
   }
 

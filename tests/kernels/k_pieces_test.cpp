@@ -64,5 +64,32 @@ TEST(KPieces, PiecesTileKInOrderAndEachRankHoldsAConsecutiveRun) {
       }
 }
 
+TEST(KPieces, ColumnParallelRowsCoverNInRankOrderOnTileBoundaries) {
+  EXPECT_EQ(column_parallel_rows(12288, 2), (std::vector<int64_t>{0, 6144, 12288}));
+  EXPECT_EQ(column_parallel_rows(151936, 8).back(), 151936);
+  for (int64_t N : {1, 16, 100, 1040, 4096, 12288, 151936})
+    for (int R : {1, 2, 3, 4, 8}) {
+      const std::vector<int64_t> row0 = column_parallel_rows(N, R);
+      ASSERT_EQ(static_cast<int>(row0.size()), R + 1);
+      EXPECT_EQ(row0[0], 0);
+      EXPECT_EQ(row0[R], N);
+      for (int r = 0; r < R; ++r) {
+        EXPECT_LE(row0[r], row0[r + 1]) << N << " R=" << R;
+        EXPECT_EQ(row0[r] % 16, 0) << N << " R=" << R;
+      }
+    }
+}
+
+TEST(KPieces, AShardCarriesTheWholeWeightsPieceCount) {
+  Weight w;
+  w.rows = 12288;
+  w.cols = 4096;
+  EXPECT_EQ(pieces_of(w), 2);
+  w.rows = 6144;  // half of its rows: its own shape says 4
+  EXPECT_EQ(pieces_of(w), 4);
+  w.k_pieces = 2;
+  EXPECT_EQ(pieces_of(w), 2);
+}
+
 }  // namespace
 }  // namespace lockstep::kernels::cuda::lin

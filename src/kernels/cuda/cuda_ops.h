@@ -82,7 +82,7 @@ void linear_multi(const float* x, int64_t M, const LinearOut* outs, int64_t n);
 // into its output, whatever M and whichever kernel runs it.
 void linear_piece(const float* x, int64_t M, const Weight& w, float* y);
 
-// --- tensor parallelism, emulated on one GPU (row_parallel.cu) ----------------------------------
+// --- tensor parallelism, emulated on one GPU (tensor_parallel.cu) -------------------------------
 // A row-parallel weight (o_proj, down_proj, the Gated DeltaNet's out_proj: those whose K a
 // tensor-parallel split cuts) as `ranks` ranks would hold it: rows x cols, cut along its K walk's
 // pieces (lin::row_parallel_pieces), shards[p] a BF16 [rows][k1 - k0] of piece p's columns.
@@ -95,9 +95,21 @@ struct RowParallelShards {
 // y = x W^T (+ bias) as the ranks compute it, one rank after another: each runs linear_piece on
 // each of its pieces (x's columns of the piece against the shard) into a partial of its own, and
 // each merges every piece's partial of its 1 / R of the output rows in piece order, then the
-// bias. Bitwise linear() of the whole weight, at every rank count (row_parallel.cu says why).
+// bias. Bitwise linear() of the whole weight, at every rank count (tensor_parallel.cu says why).
 void linear_row_parallel(const float* x, int64_t M, const RowParallelShards& w, const float* bias,
                          float* y);
+// A column-parallel weight (q/k/v, gate/up, the lm_head) as `ranks` ranks would hold it: rank r the
+// output rows [row0[r], row0[r + 1]) (lin::column_parallel_rows), shards[r] those rows with the
+// whole weight's piece count (Weight::k_pieces), e.g. a view into the placed weight.
+struct ColumnParallelShards {
+  int64_t rows = 0, cols = 0;
+  std::vector<int64_t> row0;
+  std::vector<Weight> shards;
+};
+// y = x W^T (+ bias) as the ranks compute it: each its rows, copied into place (the all-gather).
+// Bitwise linear() of the whole weight.
+void linear_column_parallel(const float* x, int64_t M, const ColumnParallelShards& w,
+                            const float* bias, float* y);
 
 // numerics fast: the same y = x W^T (+ bias) through cuBLAS (cublasGemmEx: x rounded to BF16,
 // BF16 weights, FP32 accumulate and output, bias added after by a separate kernel). cuBLAS is
@@ -114,6 +126,8 @@ bool linear_fast_available(std::string* why_not);
 // persistent grid (throws where it cannot run).
 // Any choice gives the same bits (that is what tests check).
 namespace testing {
+// How many linear_row_parallel / linear_column_parallel calls ran (tests: that the emulation ran).
+int64_t tensor_parallel_calls();
 void set_linear_tile_override(int tile);
 // Tests only: quantized linear paths. 0 = by rule (default); 1 = the 128-k skinny config first
 // (M <= 16), 2 = the 64-k one, 3 = always dequantize into the scratch copy and run the BF16 linear.

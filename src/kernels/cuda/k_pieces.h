@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/ops.h"
+
 namespace lockstep::kernels::cuda::lin {
 
 // S(N, K) pieces of Ks = ceil(K / 16 / S) * 16 k each (piece s: [s Ks, min(K, (s+1) Ks))), each
@@ -18,6 +20,11 @@ inline int split_count(int64_t N, int64_t K) {
   return S;
 }
 inline int split_len(int64_t K, int S) { return static_cast<int>((K / 16 + S - 1) / S * 16); }
+// The pieces a placed weight's linears walk: its k_pieces when set (a shard's, from the whole
+// weight), else split_count of its own shape.
+inline int pieces_of(const Weight& w) {
+  return w.k_pieces > 0 ? w.k_pieces : split_count(w.rows, w.cols);
+}
 
 // One piece of a row-parallel weight's K walk and the rank that holds it.
 struct KPiece {
@@ -39,6 +46,17 @@ inline std::vector<KPiece> row_parallel_pieces(int64_t N, int64_t K, int ranks) 
     pieces.push_back({k0, k1, static_cast<int>(static_cast<int64_t>(p) * ranks / S)});
   }
   return pieces;
+}
+
+// The output rows of each of `ranks` ranks of a column-parallel N-row weight: rank r holds
+// [row0[r], row0[r + 1]), row0[r] = floor(N r / R) rounded down to a multiple of 16 (the
+// kernels' row tile), row0[R] = N. Which rows a rank holds never moves a bit (every row walks the
+// whole K, with the whole weight's pieces); the real split follows heads and value groups.
+inline std::vector<int64_t> column_parallel_rows(int64_t N, int ranks) {
+  std::vector<int64_t> row0;
+  for (int r = 0; r < ranks; ++r) row0.push_back(N * r / ranks / 16 * 16);
+  row0.push_back(N);
+  return row0;
 }
 
 }  // namespace lockstep::kernels::cuda::lin

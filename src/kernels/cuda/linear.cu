@@ -187,6 +187,12 @@ void launch_small(const Group& g, const float* x, int M, int K, int S) {
   skinny_last = c + 1;
 }
 
+// A shard's piece count: the kernels are built for 1, 2 and 4 (0: from the shape).
+void check_k_pieces(const Weight& w) {
+  if (w.k_pieces != 0 && w.k_pieces != 1 && w.k_pieces != 2 && w.k_pieces != 4)
+    fail("CUDA linear: k_pieces = ", w.k_pieces, " (the kernels walk K in 1, 2 or 4 pieces)");
+}
+
 // Checks a weight for the kernels above (N, K within int; BF16, 16-byte aligned).
 void check_weight(const Weight& w, int64_t M) {
   if (w.quant != QuantFormat::None)
@@ -202,19 +208,18 @@ void check_weight(const Weight& w, int64_t M) {
     fail("CUDA linear: the weights must be 16-byte aligned device pointers");
 }
 
-// The groups of one call: each weight joins the first group of its S with room, else opens one
-// (call order within a group; launch order between groups is free).
+// The groups of one call: each weight joins the first group of its S (pieces_of) with room, else
+// opens one (call order within a group; launch order between groups is free).
 std::vector<Group> groups_of(const LinearOut* outs, int64_t n) {
   std::vector<Group> gs;
-  std::vector<int> group_s;
   for (int64_t i = 0; i < n; ++i) {
     const Weight& w = *outs[i].w;
-    const int S = split_count(w.rows, w.cols);
+    const int S = pieces_of(w);
     size_t at = 0;
-    while (at < gs.size() && !(group_s[at] == S && gs[at].o.n < kMaxOuts)) ++at;
+    while (at < gs.size() && !(gs[at].S == S && gs[at].o.n < kMaxOuts)) ++at;
     if (at == gs.size()) {
       gs.emplace_back();
-      group_s.push_back(S);
+      gs.back().S = S;
     }
     gs[at].add(static_cast<const uint16_t*>(w.data), outs[i].bias, outs[i].y,
                static_cast<int>(w.rows));
@@ -224,15 +229,12 @@ std::vector<Group> groups_of(const LinearOut* outs, int64_t n) {
 
 // Runs every group against x (each y bitwise a separate linear()): x read as FP32 by the skinny
 // kernels for M <= 16, else converted to bf16 once for all groups.
-// one_piece: every weight's K is walked as a single piece (S = 1), whatever its shape
-// (linear_piece).
-void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& gs,
-                bool one_piece = false) {
+void run_groups(const float* x, int64_t M, int64_t K, const std::vector<Group>& gs) {
   if (M == 0 || gs.empty()) return;
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
     fail("CUDA linear: x must be a 16-byte aligned device pointer");
   const int m = static_cast<int>(M), k = static_cast<int>(K);
-  auto S_of = [&](const Group& g) { return one_piece ? 1 : split_count(g.o.N[0], K); };
+  auto S_of = [](const Group& g) { return g.S; };
   if (M <= 16) {
     for (const Group& g : gs) launch_small(g, x, m, k, S_of(g));
     return;
@@ -257,6 +259,7 @@ const uint16_t* lin::x_to_bf16(const float* x, int64_t M, int64_t K, const int32
 }
 
 void linear(const float* x, int64_t M, const Weight& w, const float* bias, float* y) {
+  check_k_pieces(w);
   if (w.quant != QuantFormat::None) return lin::linear_quant(x, M, w, bias, y);
   check_weight(w, M);
   if (M == 0) return;
@@ -265,13 +268,9 @@ void linear(const float* x, int64_t M, const Weight& w, const float* bias, float
 }
 
 void linear_piece(const float* x, int64_t M, const Weight& w, float* y) {
-  if (w.quant != QuantFormat::None)
-    fail("CUDA linear_piece: quantized weights are not supported (shards are placed as BF16)");
-  check_weight(w, M);
-  if (M == 0) return;
-  Group g;
-  g.add(static_cast<const uint16_t*>(w.data), nullptr, y, static_cast<int>(w.rows));
-  run_groups(x, M, w.cols, {g}, /*one_piece=*/true);
+  Weight one = w;
+  one.k_pieces = 1;
+  linear(x, M, one, nullptr, y);
 }
 
 // Quantized weights run one by one (linear_quant), each bitwise its own linear(); the BF16 ones
@@ -283,6 +282,7 @@ void linear_multi(const float* x, int64_t M, const LinearOut* outs, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (outs[i].w->cols != K)
       fail("CUDA linear_multi: weight ", i, " has K = ", outs[i].w->cols, ", the first has ", K);
+    check_k_pieces(*outs[i].w);
     if (outs[i].w->quant != QuantFormat::None) continue;
     check_weight(*outs[i].w, M);
     dense.push_back(outs[i]);

@@ -22,7 +22,7 @@ __device__ __forceinline__ uint32_t swz(int r, int c, int row_bytes) {
 
 // ((part[0] + part[1]) + part[2]) + ... part[S-1] at element i of S planes `plane` floats apart, one
 // __fadd_rn each in piece order: the merge the unsplit kernels do in registers, written out
-// (merge_pieces after SPLIT wgmma tiles; the row-parallel merge, row_parallel.cu).
+// (merge_pieces after SPLIT wgmma tiles; the row-parallel merge, tensor_parallel.cu).
 __device__ __forceinline__ float sum_pieces(const float* __restrict__ part, int64_t plane,
                                             int64_t i, int S) {
   float v = part[i];
@@ -81,6 +81,7 @@ void allow_smem(int bytes) {
 struct Group {
   Outs o{};
   int total_n = 0;  // the weights' rows together
+  int S = 1;        // the pieces every weight of the group walks K in (pieces_of)
   void add(const uint16_t* w, const float* bias, float* y, int N) {
     o.w[o.n] = w, o.bias[o.n] = bias, o.y[o.n] = y, o.N[o.n] = N;
     ++o.n;

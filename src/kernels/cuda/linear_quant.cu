@@ -121,7 +121,7 @@ bool fused_shape(const Weight& w) {
   if (w.group_size < 32 || (w.group_size & (w.group_size - 1)) != 0) return false;
   if (w.bits == 8) return true;
   const int64_t K = w.cols;
-  return K % 32 == 0 && split_len(K, split_count(w.rows, K)) % 32 == 0;
+  return K % 32 == 0 && split_len(K, pieces_of(w)) % 32 == 0;
 }
 
 // The weight's BF16 copy in the scratch buffer, as a Weight for the BF16 linear.
@@ -145,6 +145,7 @@ Weight dequantize_to_scratch(const Weight& w, int fmt) {
   b.rows = N;
   b.cols = K;
   b.data = copy;
+  b.k_pieces = w.k_pieces;
   return b;
 }
 
@@ -155,11 +156,12 @@ void linear_quant(const float* x, int64_t M, const Weight& w, const float* bias,
   if (M < 0 || M > (int64_t{1} << 30)) fail("CUDA linear: bad M = ", M);
   if (M == 0) return;
   const int N = static_cast<int>(w.rows), K = static_cast<int>(w.cols);
-  const int S = split_count(N, K);
+  const int S = pieces_of(w);
   if (M <= 64 && fused_shape(w) && path_override != 3) {
     if (reinterpret_cast<uintptr_t>(x) % 16 != 0)
       fail("CUDA linear: x must be a 16-byte aligned device pointer");
     Group g;
+    g.S = S;
     g.add(static_cast<const uint16_t*>(w.data), bias, y, N);
     int lg = 5;
     while ((int64_t{1} << lg) < w.group_size) ++lg;
