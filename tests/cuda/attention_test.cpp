@@ -104,38 +104,37 @@ void reference_row(const float* q, const std::vector<float>& keys, const std::ve
   }
 }
 
-class AttentionTest : public CudaTest, public ::testing::WithParamInterface<Shape> {
- protected:
-  // Runs rows (query index into qs, n_keys) in one call; returns [rows][n_heads][hd].
-  std::vector<float> run(const Shape& s, const PagedCache& c, const std::vector<float>& qs,
-                         const std::vector<int64_t>& qi, const std::vector<int32_t>& nk,
-                         int64_t max_keys, bool mixed_tables = false, int64_t rows_per_item = 0) {
-    const int64_t T = static_cast<int64_t>(qi.size()), row = s.n_heads * s.head_dim;
-    std::vector<float> q(T * row);
-    for (int64_t t = 0; t < T; ++t)
-      std::copy(qs.begin() + qi[t] * row, qs.begin() + (qi[t] + 1) * row, q.begin() + t * row);
-    const int64_t stride = static_cast<int64_t>(c.table.size());
-    std::vector<int32_t> tables(T * stride);
-    // mixed_tables: every third row reads the second copy (rows of other sequences), so rows
-    // of one launch block do not share their keys' locations.
-    for (int64_t t = 0; t < T; ++t) {
-      const auto& tb = mixed_tables && t % 3 == 1 ? c.table2 : c.table;
-      std::copy(tb.begin(), tb.end(), tables.begin() + t * stride);
-    }
-    DeviceBuffer<float> dq(q), dout(T * row);
-    DeviceBuffer<int32_t> dtables(tables), dnk(nk);
-    KvLayerView kv;
-    kv.k = c.dk.get();
-    kv.v = c.dv.get();
-    kv.block_tokens = c.bt;
-    kv.n_kv_heads = s.n_kv_heads;
-    kv.head_dim = s.head_dim;
-    kv.dtype = kKvDtype;
-    attention(dq.get(), T, dtables.get(), stride, dnk.get(), max_keys, s.n_heads, kv,
-              1.0f / std::sqrt(static_cast<float>(s.head_dim)), dout.get(), s.window, rows_per_item);
-    return dout.to_host();
+// Runs rows (query index into qs, n_keys) in one call; returns [rows][n_heads][hd].
+std::vector<float> run(const Shape& s, const PagedCache& c, const std::vector<float>& qs,
+                       const std::vector<int64_t>& qi, const std::vector<int32_t>& nk,
+                       int64_t max_keys, bool mixed_tables = false, int64_t rows_per_item = 0) {
+  const int64_t T = static_cast<int64_t>(qi.size()), row = s.n_heads * s.head_dim;
+  std::vector<float> q(T * row);
+  for (int64_t t = 0; t < T; ++t)
+    std::copy(qs.begin() + qi[t] * row, qs.begin() + (qi[t] + 1) * row, q.begin() + t * row);
+  const int64_t stride = static_cast<int64_t>(c.table.size());
+  std::vector<int32_t> tables(T * stride);
+  // mixed_tables: every third row reads the second copy (rows of other sequences), so rows
+  // of one launch block do not share their keys' locations.
+  for (int64_t t = 0; t < T; ++t) {
+    const auto& tb = mixed_tables && t % 3 == 1 ? c.table2 : c.table;
+    std::copy(tb.begin(), tb.end(), tables.begin() + t * stride);
   }
-};
+  DeviceBuffer<float> dq(q), dout(T * row);
+  DeviceBuffer<int32_t> dtables(tables), dnk(nk);
+  KvLayerView kv;
+  kv.k = c.dk.get();
+  kv.v = c.dv.get();
+  kv.block_tokens = c.bt;
+  kv.n_kv_heads = s.n_kv_heads;
+  kv.head_dim = s.head_dim;
+  kv.dtype = kKvDtype;
+  attention(dq.get(), T, dtables.get(), stride, dnk.get(), max_keys, s.n_heads, kv,
+            1.0f / std::sqrt(static_cast<float>(s.head_dim)), dout.get(), s.window, rows_per_item);
+  return dout.to_host();
+}
+
+class AttentionTest : public CudaTest, public ::testing::WithParamInterface<Shape> {};
 
 TEST_P(AttentionTest, RowsBitwiseInvariantAndAccurate) {
   const Shape s = GetParam();
@@ -303,6 +302,58 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                            // of 4 and 16, windows inside and across chunks.
                                            Shape{4, 1, 512}, Shape{16, 1, 512}, Shape{8, 2, 512},
                                            Shape{4, 1, 512, 300}, Shape{16, 2, 512, 77}));
+
+// Tensor parallelism splits attention by KV heads: a rank holds kv heads [r n_kv / R,
+// (r + 1) n_kv / R) in its own cache and the q heads that read them. Each rank's call (fewer heads, its own cache)
+// gives bitwise those heads of the one-GPU call, for decode rows (split launch) and a prefill's
+// rows (walk launch), windows included.
+TEST_F(CudaTest, AttentionRanksHeadsAreTheFullCallsHeadsBitwise) {
+  for (const Shape& s : {Shape{32, 8, 128}, Shape{16, 2, 256}, Shape{64, 8, 128},
+                         Shape{8, 2, 128, 77}, Shape{8, 2, 512}}) {
+    const int64_t kv_dim = s.n_kv_heads * s.head_dim, row = s.n_heads * s.head_dim;
+    const auto keys = random_floats(kLen * kv_dim, 21, -2.0f, 2.0f);
+    const auto values = random_floats(kLen * kv_dim, 22);
+    const int64_t NQ = 48;
+    const auto qs = random_floats(NQ * row, 23, -2.0f, 2.0f);
+    std::vector<int32_t> lens(NQ);
+    for (int64_t i = 0; i < NQ; ++i)
+      lens[i] = static_cast<int32_t>(i < 16 ? 1 + (i * 7919) % kLen : kLen - (NQ - 1 - i));
+    std::vector<int64_t> decode = {0, 5, 9}, prefill(NQ - 16);
+    std::iota(prefill.begin(), prefill.end(), 16);
+    PagedCache whole(keys, values, kv_dim, 16);
+    auto lens_of = [&](const std::vector<int64_t>& qi) {
+      std::vector<int32_t> nk;
+      for (int64_t i : qi) nk.push_back(lens[i]);
+      return nk;
+    };
+    for (const auto* qi : {&decode, &prefill}) {
+      const auto full = run(s, whole, qs, *qi, lens_of(*qi), kLen);
+      for (int R : {2, 4, 8}) {
+        if (s.n_kv_heads % R != 0) continue;  // more ranks than KV heads: heads are replicated
+        const int64_t kvr = s.n_kv_heads / R, hr = s.n_heads / R, hd = s.head_dim;
+        const Shape sr{hr, kvr, hd, s.window};
+        for (int r = 0; r < R; ++r) {
+          // The rank's keys, values and queries: its heads' columns.
+          std::vector<float> rk(kLen * kvr * hd), rv(kLen * kvr * hd), rq(NQ * hr * hd);
+          for (int64_t p = 0; p < kLen; ++p)
+            for (int64_t e = 0; e < kvr * hd; ++e) {
+              rk[p * kvr * hd + e] = keys[p * kv_dim + r * kvr * hd + e];
+              rv[p * kvr * hd + e] = values[p * kv_dim + r * kvr * hd + e];
+            }
+          for (int64_t i = 0; i < NQ; ++i)
+            std::copy_n(qs.begin() + i * row + r * hr * hd, hr * hd, rq.begin() + i * hr * hd);
+          PagedCache mine(rk, rv, kvr * hd, 16);
+          const auto part = run(sr, mine, rq, *qi, lens_of(*qi), kLen);
+          for (size_t t = 0; t < qi->size(); ++t)
+            ASSERT_TRUE(same_bits(part.data() + t * hr * hd, full.data() + t * row + r * hr * hd,
+                                  hr * hd))
+                << s.n_heads << "/" << s.n_kv_heads << "x" << hd << " window " << s.window
+                << " R=" << R << " rank " << r << " row " << t << " of " << qi->size();
+        }
+      }
+    }
+  }
+}
 
 // The walks' exps (a cheaper rounding to an integer; and that without branches) give exp_f32's
 // bits for every one of the 2^32 float inputs: NaNs, infinities, denormals, both range cut-offs

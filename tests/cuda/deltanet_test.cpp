@@ -397,5 +397,86 @@ TEST_F(CudaTest, DeltaNetRegroupPlacesEveryElement) {
   }
 }
 
+// Tensor parallelism splits a Gated DeltaNet layer by key heads with their value heads: a rank
+// holds key heads [r nk / R, (r + 1) nk / R), the value heads that read them, their conv channels
+// (q, k and v columns), gates and recurrent states. Each rank's layer (fewer heads) gives bitwise
+// those heads' outputs and states of the one-GPU layer, over calls of several spans and of one
+// token each.
+TEST_F(CudaTest, DeltaNetRanksHeadsAreTheFullLayersHeadsBitwise) {
+  uint32_t seed = 1700;
+  // Qwen3.5-35B-A3B (16 key heads, 32 value heads), Qwen3.5-0.8B, 3 value heads per key head.
+  for (const DeltaNetShape& s :
+       {DeltaNetShape{16, 32, 128, 128, 4}, DeltaNetShape{16, 16, 128, 128, 4},
+        DeltaNetShape{2, 6, 48, 40, 2}}) {
+    SCOPED_TRACE(name(s));
+    const Layer L(s, seed);
+    const std::vector<Seq> seqs = {make_seq(L, 30, seed + 1), make_seq(L, 9, seed + 2)};
+    seed += 10;
+    std::vector<std::vector<Piece>> calls = {{{0, 0, 13}, {1, 0, 4}}, {{1, 4, 5}, {0, 13, 10}}};
+    for (int64_t t = 23; t < 30; ++t) calls.push_back({{0, t, 1}});  // decode steps
+    const auto full = gpu_run(L, seqs, calls, true);
+    const int64_t KD = s.key_dim(), C = s.conv_dim(), TI = s.token_inputs();
+    for (int R : {2, 4, 8, 16}) {
+      if (s.nk % R != 0) continue;
+      const DeltaNetShape sr{s.nk / R, s.nv / R, s.dk, s.dv, s.K};
+      const int64_t nkr = sr.nk, nvr = sr.nv, Cr = sr.conv_dim();
+      for (int r = 0; r < R; ++r) {
+        // The full layer's conv channel of the rank's channel c: its q, k and v columns.
+        auto channel = [&](int64_t c) {
+          if (c < nkr * s.dk) return r * nkr * s.dk + c;
+          if (c < 2 * nkr * s.dk) return KD + r * nkr * s.dk + (c - nkr * s.dk);
+          return 2 * KD + r * nvr * s.dv + (c - 2 * nkr * s.dk);
+        };
+        Layer Lr(sr, 0);
+        for (int64_t c = 0; c < Cr; ++c)
+          std::copy_n(L.conv_w.begin() + channel(c) * s.K, s.K, Lr.conv_w.begin() + c * s.K);
+        std::copy_n(L.A_log.begin() + r * nvr, nvr, Lr.A_log.begin());
+        std::copy_n(L.dt_bias.begin() + r * nvr, nvr, Lr.dt_bias.begin());
+        Lr.d_conv_w = DeviceBuffer<float>(Lr.conv_w);
+        Lr.d_A_log = DeviceBuffer<float>(Lr.A_log);
+        Lr.d_dt_bias = DeviceBuffer<float>(Lr.dt_bias);
+        std::vector<Seq> mine;
+        for (const Seq& q : seqs) {
+          Seq m;
+          m.n = q.n;
+          m.tokens.resize(q.n * sr.token_inputs());
+          for (int64_t t = 0; t < q.n; ++t) {
+            const float* in = &q.tokens[t * TI];
+            float* o = &m.tokens[t * sr.token_inputs()];
+            for (int64_t c = 0; c < Cr; ++c) o[c] = in[channel(c)];
+            for (int64_t h = 0; h < nvr; ++h) {
+              o[Cr + h] = in[C + r * nvr + h];                // a
+              o[Cr + nvr + h] = in[C + s.nv + r * nvr + h];   // b
+            }
+          }
+          m.conv0.resize(Cr * (s.K - 1));
+          for (int64_t c = 0; c < Cr; ++c)
+            std::copy_n(q.conv0.begin() + channel(c) * (s.K - 1), s.K - 1,
+                        m.conv0.begin() + c * (s.K - 1));
+          const int64_t head = s.dk * s.dv;
+          m.delta0.assign(q.delta0.begin() + r * nvr * head,
+                          q.delta0.begin() + (r + 1) * nvr * head);
+          mine.push_back(std::move(m));
+        }
+        const auto part = gpu_run(Lr, mine, calls, true);
+        const std::string tag = "R=" + std::to_string(R) + " rank " + std::to_string(r);
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          for (int64_t t = 0; t < seqs[i].n; ++t)
+            ASSERT_TRUE(same_bits(&part[i].core[t * nvr * s.dv],
+                                  &full[i].core[t * s.value_dim() + r * nvr * s.dv], nvr * s.dv))
+                << tag << " seq " << i << " token " << t << " core";
+          const int64_t head = s.dk * s.dv;
+          ASSERT_TRUE(same_bits(part[i].delta.data(), &full[i].delta[r * nvr * head], nvr * head))
+              << tag << " seq " << i << " delta state";
+          for (int64_t c = 0; c < Cr; ++c)
+            ASSERT_TRUE(same_bits(&part[i].conv[c * (s.K - 1)],
+                                  &full[i].conv[channel(c) * (s.K - 1)], s.K - 1))
+                << tag << " seq " << i << " conv channel " << c;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::kernels::cuda::test
