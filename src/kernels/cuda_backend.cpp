@@ -134,8 +134,9 @@ class CudaBackend final : public Backend {
     // LOCKSTEP_CUDA_MOE_DEVICE=0: MoE layers route on the host (moe_on_device false).
     const char* moe = std::getenv("LOCKSTEP_CUDA_MOE_DEVICE");
     moe_device_enabled_ = !(moe && std::string(moe) == "0");
-    // LOCKSTEP_CUDA_TP_EMULATE=R: row-parallel weights run as R tensor-parallel ranks would run
-    // them, one rank after another on this GPU (place_row_parallel); the tests of the split.
+    // LOCKSTEP_CUDA_TP_EMULATE=R: row- and column-parallel weights run as R tensor-parallel ranks
+    // would run them, one rank after another on this GPU (place_row_parallel,
+    // place_column_parallel); the tests of the split.
     if (const char* tp = std::getenv("LOCKSTEP_CUDA_TP_EMULATE"); tp && *tp) {
       char* end = nullptr;
       const long r = std::strtol(tp, &end, 10);
@@ -162,7 +163,7 @@ class CudaBackend final : public Backend {
                    "cuda: tensor-parallel emulation over %d ranks: %zu row-parallel and %zu "
                    "column-parallel weights, %lld emulated linear calls (a recorded step's once)\n",
                    tp_emulate_, row_parallel_.size(), column_parallel_.size(),
-                   static_cast<long long>(cuda::testing::tensor_parallel_calls()));
+                   static_cast<long long>(cuda::tensor_parallel_calls()));
     for (const auto& [key, t] : tally_)
       std::fprintf(stderr, "lockstep cuda steps %s: %lld eager, %lld recorded, %lld replayed\n",
                    key.empty() ? "(no key)" : key.c_str(), static_cast<long long>(t.eager),
@@ -342,8 +343,9 @@ class CudaBackend final : public Backend {
   // BF16 values place() uploads, so a quantized weight's shards are its BF16 dequantization,
   // which its quantized linears equal bitwise), which linear() then runs instead.
   Weight place_row_parallel(const Weight& host) override {
-    const Weight w = place(host);
-    if (tp_emulate_ == 0 || !host.data || row_parallel_.count(w.data)) return w;
+    if (tp_emulate_ == 0 || !host.data) return place(host);
+    if (auto found = placed_.find(host.data); found != placed_.end()) return found->second;
+    // The shards first: place() then drops the checkpoint's pages, which the shards read too.
     cuda::RowParallelShards sh;
     sh.ranks = tp_emulate_;
     sh.rows = host.rows;
@@ -370,6 +372,7 @@ class CudaBackend final : public Backend {
         cuda::synchronize();  // piece_rows is reused
       }
     });
+    const Weight w = place(host);
     row_parallel_[w.data] = std::move(sh);
     return w;
   }

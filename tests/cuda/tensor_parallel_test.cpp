@@ -196,12 +196,12 @@ TEST_F(CudaTest, TensorParallelEmulationInTheBackendKeepsTheBits) {
                                  (host.quant != QuantFormat::None ? quant_name(host)
                                                                   : std::string(dtype_name(host.dtype)));
         for (int64_t M : {1, 7, 17, 64, 65, 300}) {
-          const int64_t calls = testing::tensor_parallel_calls();
+          const int64_t calls = tensor_parallel_calls();
           Floats x = be->upload(random_floats(static_cast<size_t>(M * K),
                                               50 + static_cast<uint32_t>(M), -2.0f, 2.0f));
           Floats ya = be->array<float>(M * N), yb = be->array<float>(M * N);
           be->linear(x.data(), M, placed, nullptr, ya.data());  // the ranks' shards
-          EXPECT_EQ(testing::tensor_parallel_calls(), calls + 1) << what << ": no emulation";
+          EXPECT_EQ(tensor_parallel_calls(), calls + 1) << what << ": no emulation";
           linear(x.data(), M, placed, nullptr, yb.data());  // the whole weight
           const auto a = be->download(ya.data(), M * N), b = be->download(yb.data(), M * N);
           ASSERT_TRUE(same_bits(a.data(), b.data(), a.size()))

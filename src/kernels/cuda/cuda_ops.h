@@ -110,6 +110,9 @@ struct ColumnParallelShards {
 // Bitwise linear() of the whole weight.
 void linear_column_parallel(const float* x, int64_t M, const ColumnParallelShards& w,
                             const float* bias, float* y);
+// How many linear_row_parallel / linear_column_parallel calls have run in this process (the
+// backend reports it at exit; tests check the emulation ran).
+int64_t tensor_parallel_calls();
 
 // numerics fast: the same y = x W^T (+ bias) through cuBLAS (cublasGemmEx: x rounded to BF16,
 // BF16 weights, FP32 accumulate and output, bias added after by a separate kernel). cuBLAS is
@@ -126,8 +129,6 @@ bool linear_fast_available(std::string* why_not);
 // persistent grid (throws where it cannot run).
 // Any choice gives the same bits (that is what tests check).
 namespace testing {
-// How many linear_row_parallel / linear_column_parallel calls ran (tests: that the emulation ran).
-int64_t tensor_parallel_calls();
 void set_linear_tile_override(int tile);
 // Tests only: quantized linear paths. 0 = by rule (default); 1 = the 128-k skinny config first
 // (M <= 16), 2 = the 64-k one, 3 = always dequantize into the scratch copy and run the BF16 linear.

@@ -34,7 +34,7 @@ constexpr int kPieceXSlot = 7;    // detail::scratch slot of x's columns of one 
 constexpr int kPartialSlot = 8;   // detail::scratch slot of the pieces' partial sums
 constexpr int kRankRowsSlot = 9;  // detail::scratch slot of one rank's output rows
 
-int64_t emulated_calls = 0;  // testing::tensor_parallel_calls
+int64_t emulated_calls = 0;  // tensor_parallel_calls
 
 // y[m][n] for n in [n0, n1): the S partials ([S][M][N]) summed in piece order (sum_pieces), then
 // + bias[n].
@@ -105,8 +105,6 @@ void linear_column_parallel(const float* x, int64_t M, const ColumnParallelShard
   }
 }
 
-namespace testing {
 int64_t tensor_parallel_calls() { return emulated_calls; }
-}  // namespace testing
 
 }  // namespace lockstep::kernels::cuda
