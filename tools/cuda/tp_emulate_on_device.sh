@@ -34,7 +34,7 @@ tp_bits() {
       env $vars "$b" score --device cuda -m "$m" $q --ids "$ids300" --logits-hash --json 2>/dev/null |
         python3 -c 'import json,sys; print(" ".join(p["logits_fnv1a"] for p in json.load(sys.stdin)["positions"]))'
       env $vars "$b" generate --device cuda -m "$m" $q --prompt-ids "3,10,17,24,31" -n 40 --json \
-        2>"$out/tp_${tag}_$r.err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])'
+        2>"$work/tp_${tag}_$r.err" | python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])'
     } | md5sum | sed "s/ .*/ R=$r/"
   done >"$out/tp_$tag.txt"
   local kinds
@@ -42,7 +42,7 @@ tp_bits() {
   if grep -q d41d8cd98f00b204e9800998ecf8427e "$out/tp_$tag.txt"; then kinds=0; fi
   note "$1${q:+ ($q)}: $(awk '{print $2}' "$out/tp_$tag.txt" | tr '\n' ' ')$([ "$kinds" = 1 ] && echo identical || echo "DIFFER or empty") ($(cut -c1-12 "$out/tp_$tag.txt" | tr '\n' ' '))"
   # The emulation ran: its weights and calls, as the backend counts them at exit.
-  note "  $(grep -h 'tensor-parallel emulation over' "$out"/tp_"${tag}"_[0-9]*.err | sed 's/^cuda: //' | tr '\n' ';' | cut -c1-400)"
+  note "  $(grep -h 'tensor-parallel emulation over' "$work"/tp_"${tag}"_[0-9]*.err | sed 's/^cuda: //' | tr '\n' ';' | cut -c1-400)"
 }
 gate() {  # name, verify arguments... (under the emulation at 4 ranks)
   local name="$1"; shift
