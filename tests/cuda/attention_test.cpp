@@ -304,9 +304,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
                                            Shape{4, 1, 512, 300}, Shape{16, 2, 512, 77}));
 
 // Tensor parallelism splits attention by KV heads: a rank holds kv heads [r n_kv / R,
-// (r + 1) n_kv / R) in its own cache and the q heads that read them. Each rank's call (fewer heads, its own cache)
-// gives bitwise those heads of the one-GPU call, for decode rows (split launch) and a prefill's
-// rows (walk launch), windows included.
+// (r + 1) n_kv / R) in its own cache and the q heads that read them; with more ranks than KV
+// heads, each KV head is replicated on R / n_kv ranks, each holding its share of the head's q
+// heads. Each rank's call (fewer heads, its own cache) gives bitwise those heads of the one-GPU
+// call, for decode rows (split launch) and a prefill's rows (walk launch), windows included.
 TEST_F(CudaTest, AttentionRanksHeadsAreTheFullCallsHeadsBitwise) {
   for (const Shape& s : {Shape{32, 8, 128}, Shape{16, 2, 256}, Shape{64, 8, 128},
                          Shape{8, 2, 128, 77}, Shape{8, 2, 512}}) {
@@ -329,16 +330,18 @@ TEST_F(CudaTest, AttentionRanksHeadsAreTheFullCallsHeadsBitwise) {
     for (const auto* qi : {&decode, &prefill}) {
       const auto full = run(s, whole, qs, *qi, lens_of(*qi), kLen);
       for (int R : {2, 4, 8}) {
-        if (s.n_kv_heads % R != 0) continue;  // more ranks than KV heads: heads are replicated
-        const int64_t kvr = s.n_kv_heads / R, hr = s.n_heads / R, hd = s.head_dim;
+        const bool split = s.n_kv_heads % R == 0, replicated = R % s.n_kv_heads == 0;
+        ASSERT_TRUE((split || replicated) && s.n_heads % R == 0) << "a shape the test cannot split";
+        const int64_t kvr = split ? s.n_kv_heads / R : 1, hr = s.n_heads / R, hd = s.head_dim;
         const Shape sr{hr, kvr, hd, s.window};
         for (int r = 0; r < R; ++r) {
-          // The rank's keys, values and queries: its heads' columns.
+          // The rank's keys, values and queries: its heads' columns (its KV heads from kv0).
+          const int64_t kv0 = r * s.n_kv_heads / R;
           std::vector<float> rk(kLen * kvr * hd), rv(kLen * kvr * hd), rq(NQ * hr * hd);
           for (int64_t p = 0; p < kLen; ++p)
             for (int64_t e = 0; e < kvr * hd; ++e) {
-              rk[p * kvr * hd + e] = keys[p * kv_dim + r * kvr * hd + e];
-              rv[p * kvr * hd + e] = values[p * kv_dim + r * kvr * hd + e];
+              rk[p * kvr * hd + e] = keys[p * kv_dim + kv0 * hd + e];
+              rv[p * kvr * hd + e] = values[p * kv_dim + kv0 * hd + e];
             }
           for (int64_t i = 0; i < NQ; ++i)
             std::copy_n(qs.begin() + i * row + r * hr * hd, hr * hd, rq.begin() + i * hr * hd);
