@@ -4,7 +4,8 @@
 # the repo root after tools/cuda/pack_engine.sh here and a `run` that carries .cuda-carry-engine.
 # Logs go to $OUT (or ./cuda-logs).
 #   tools/cuda/engine_on_device.sh [full|quick|check|gates]
-#     full (default): everything; quick: op tests, shipped-model gates and agreement;
+#     full (default): everything; quick: op tests, shipped-model gates (one under emulated
+#     tensor parallelism) and agreement;
 #     check: everything but the benchmarks; gates: op tests and every gate
 #   RANDOM_GATE_TOKENS (default 32): tokens per generation in the random-checkpoint gates
 #   SKIP_OP_TESTS=1: leave out the op tests (a caller ran them already)
@@ -85,6 +86,26 @@ stamp "gate: shipped target on cuda"
 timeout 240 "$bin" verify --device cuda --prompts tests/gate/prompts.jsonl -n 64 \
   >"$out/gate_shipped_target.log" 2>&1
 note "gate shipped code-16m + draft-3m (cuda): $(grep -E '^(PASS|FAIL|DIVERGED)|error|terminate' "$out/gate_shipped_target.log" | head -1)"
+
+# 1c. Tensor parallelism emulated on this GPU (LOCKSTEP_CUDA_TP_EMULATE, kernels/cuda/tensor_parallel.cu):
+#     the shipped target's score logit hashes and 40 greedy tokens at 2 and 4 ranks equal one
+#     GPU's, and the gate holds under 2 ranks (tools/cuda/tp_emulate_on_device.sh does more shapes).
+stamp "tensor parallelism emulated: shipped target"
+ids=$(seq -s, 5 11 1500)
+for r in off 2 4; do
+  vars=""; [ "$r" = off ] || vars="LOCKSTEP_CUDA_TP_EMULATE=$r"
+  {
+    env $vars "$bin" score --device cuda -m models/lockstep-code-16m --ids "$ids" --logits-hash --json 2>/dev/null |
+      python3 -c 'import json,sys; print(" ".join(p["logits_fnv1a"] for p in json.load(sys.stdin)["positions"]))'
+    env $vars "$bin" generate --device cuda -m models/lockstep-code-16m --prompt-ids "$ids" -n 40 --json 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])'
+  } | md5sum | cut -c1-32
+done >"$work/tp.txt"
+note "TP emulated (off, 2, 4 ranks): $([ "$(sort -u "$work/tp.txt" | wc -l)" = 1 ] &&
+  ! grep -q d41d8cd98f00b204e9800998ecf8427e "$work/tp.txt" && echo identical || echo "DIFFER or empty")"
+LOCKSTEP_CUDA_TP_EMULATE=2 timeout 240 "$bin" verify --device cuda --prompts tests/gate/prompts.jsonl -n 32 \
+  >"$out/gate_tp2.log" 2>&1
+note "gate shipped target, TP 2 emulated (cuda): $(grep -E '^(PASS|FAIL|DIVERGED)|error|terminate' "$out/gate_tp2.log" | head -1)"
 
 # 2. CPU versus GPU tokens on the same model (reported, not required to be bitwise equal).
 if [ "$mode" != gates ]; then
