@@ -43,12 +43,12 @@
 #include "core/file_mappings.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda_host_rows.h"
 #include "kernels/cuda_op_profile.h"
+#include "kernels/cuda_tp_emulation.h"
 #include "kernels/numerics.h"
 #include "kernels/quant_format.h"
 #include "kernels/quant_gpu_layout.h"
-#include "kernels/ref/quant_ref.h"
-#include "kernels/ref/ref_ops.h"
 
 namespace lockstep::kernels {
 
@@ -83,35 +83,6 @@ struct Trace {
   Trace& operator<<(const Weight& w) { return *this << w.data << w.rows << w.cols << w.k_pieces; }
 };
 
-// Row r of a host weight as float32 (any dtype or the affine format).
-void host_row(const Weight& w, int64_t r, float* out) {
-  if (w.quant != QuantFormat::None) {
-    ref::dequantize_row(w, r, out);
-    return;
-  }
-  for (int64_t k = 0; k < w.cols; ++k) out[k] = ref::weight_at(w.dtype, w.data, w.cols, r, k);
-}
-
-// The rows of a host weight as BF16 (f32_to_bf16 of host_row: what place() uploads), converted on
-// the host threads in blocks of about 16 MiB: fn(first row, rows, data [rows][cols]) for each.
-template <typename Fn>
-void for_bf16_row_blocks(const Weight& host, ThreadPool& threads, Fn&& fn) {
-  const int64_t rows_per = std::max<int64_t>(1, (int64_t{16} << 20) / (host.cols * 2));
-  std::vector<uint16_t> buf;
-  for (int64_t r0 = 0; r0 < host.rows; r0 += rows_per) {
-    const int64_t n = std::min(rows_per, host.rows - r0);
-    buf.resize(n * host.cols);
-    threads.parallel_for(n, [&](int64_t a, int64_t b) {
-      std::vector<float> row(host.cols);
-      for (int64_t r = a; r < b; ++r) {
-        host_row(host, r0 + r, row.data());
-        for (int64_t k = 0; k < host.cols; ++k) buf[r * host.cols + k] = f32_to_bf16(row[k]);
-      }
-    });
-    fn(r0, n, buf.data());
-  }
-}
-
 std::string shape_name(const char* op, const Weight& w) {
   return std::string(op) + " " + std::to_string(w.rows) + "x" + std::to_string(w.cols);
 }
@@ -135,20 +106,8 @@ class CudaBackend final : public Backend {
     const char* moe = std::getenv("LOCKSTEP_CUDA_MOE_DEVICE");
     moe_device_enabled_ = !(moe && std::string(moe) == "0");
     // LOCKSTEP_CUDA_TP_EMULATE=R: row- and column-parallel weights run as R tensor-parallel ranks
-    // would run them, one rank after another on this GPU (place_row_parallel,
-    // place_column_parallel); the tests of the split.
-    if (const char* tp = std::getenv("LOCKSTEP_CUDA_TP_EMULATE"); tp && *tp) {
-      char* end = nullptr;
-      const long r = std::strtol(tp, &end, 10);
-      if (*end != '\0' || r < 1 || r > 64)
-        fail("LOCKSTEP_CUDA_TP_EMULATE=", tp, ": expected a rank count from 1 to 64");
-      tp_emulate_ = static_cast<int>(r);
-      std::fprintf(stderr,
-                   "cuda: emulating tensor parallelism over %d ranks on one GPU (column-parallel "
-                   "linears by rows; row-parallel ones as per-rank K-piece partials, merged in "
-                   "piece order)\n",
-                   tp_emulate_);
-    }
+    // would run them, one rank after another on this GPU (cuda_tp_emulation.h).
+    tp_ = TensorParallelEmulation::from_env();
     const char* stats = std::getenv("LOCKSTEP_CUDA_GRAPH_STATS");
     tally_wanted_ = stats && *stats && std::string(stats) != "0";
     if (OpProfile::wanted()) {  // times ops one by one: eager only
@@ -158,12 +117,6 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     prof_.reset();  // prints its table
-    if (tp_emulate_ > 0)
-      std::fprintf(stderr,
-                   "cuda: tensor-parallel emulation over %d ranks: %zu row-parallel and %zu "
-                   "column-parallel weights, %lld emulated linear calls (a recorded step's once)\n",
-                   tp_emulate_, row_parallel_.size(), column_parallel_.size(),
-                   static_cast<long long>(cuda::tensor_parallel_calls()));
     for (const auto& [key, t] : tally_)
       std::fprintf(stderr, "lockstep cuda steps %s: %lld eager, %lld recorded, %lld replayed\n",
                    key.empty() ? "(no key)" : key.c_str(), static_cast<long long>(t.eager),
@@ -339,72 +292,17 @@ class CudaBackend final : public Backend {
     return w;
   }
 
-  // Placed as place() does; under tensor-parallel emulation also cut into the ranks' shards (the
-  // BF16 values place() uploads, so a quantized weight's shards are its BF16 dequantization,
-  // which its quantized linears equal bitwise), which linear() then runs instead.
+  // Placed as place() does; under the tensor-parallel emulation also cut into the ranks' shards,
+  // which linear() then runs instead (a weight placed before keeps its first placement).
   Weight place_row_parallel(const Weight& host) override {
-    if (tp_emulate_ == 0 || !host.data) return place(host);
+    if (!tp_ || !host.data) return place(host);
     if (auto found = placed_.find(host.data); found != placed_.end()) return found->second;
-    // The shards first: place() then drops the checkpoint's pages, which the shards read too.
-    cuda::RowParallelShards sh;
-    sh.ranks = tp_emulate_;
-    sh.rows = host.rows;
-    sh.cols = host.cols;
-    sh.pieces = cuda::lin::row_parallel_pieces(host.rows, host.cols, tp_emulate_);
-    for (const cuda::lin::KPiece& p : sh.pieces) {
-      Weight shard;
-      shard.dtype = DType::BF16;
-      shard.rows = host.rows;
-      shard.cols = p.k1 - p.k0;
-      shard.data = cuda::malloc_device(static_cast<size_t>(shard.rows * shard.cols) * 2);
-      weights_.push_back(const_cast<void*>(shard.data));
-      sh.shards.push_back(shard);
-    }
-    std::vector<uint16_t> piece_rows;
-    for_bf16_row_blocks(host, *threads_, [&](int64_t r0, int64_t n, const uint16_t* rows) {
-      for (size_t i = 0; i < sh.pieces.size(); ++i) {
-        const int64_t k0 = sh.pieces[i].k0, len = sh.pieces[i].k1 - k0;
-        piece_rows.resize(static_cast<size_t>(n * len));
-        for (int64_t r = 0; r < n; ++r)
-          std::copy_n(rows + r * host.cols + k0, len, piece_rows.data() + r * len);
-        cuda::upload(static_cast<uint16_t*>(const_cast<void*>(sh.shards[i].data)) + r0 * len,
-                     piece_rows.data(), piece_rows.size() * 2);
-        cuda::synchronize();  // piece_rows is reused
-      }
-    });
-    const Weight w = place(host);
-    row_parallel_[w.data] = std::move(sh);
-    return w;
+    return tp_->place_row_parallel(host, *threads_, [this](const Weight& h) { return place(h); });
   }
-
-  // Placed as place() does; under tensor-parallel emulation also registered as R ranks' row
-  // shards (views into the placed weight, BF16 or quantized, with the whole weight's piece count),
-  // which linear() and linear_multi() then run instead.
   Weight place_column_parallel(const Weight& host) override {
     const Weight w = place(host);
-    if (tp_emulate_ == 0 || !host.data || column_parallel_.count(w.data)) return w;
-    cuda::ColumnParallelShards sh;
-    sh.rows = w.rows;
-    sh.cols = w.cols;
-    sh.row0 = cuda::lin::column_parallel_rows(w.rows, tp_emulate_);
-    for (int r = 0; r < tp_emulate_; ++r)
-      sh.shards.push_back(rows_view(w, sh.row0[r], sh.row0[r + 1]));
-    column_parallel_[w.data] = std::move(sh);
+    if (tp_ && host.data) tp_->add_column_parallel(w);
     return w;
-  }
-  // Rows [n0, n1) of a placed weight, walking K in the whole weight's pieces.
-  static Weight rows_view(const Weight& w, int64_t n0, int64_t n1) {
-    Weight v = w;
-    v.rows = n1 - n0;
-    v.k_pieces = cuda::lin::pieces_of(w);
-    if (w.quant == QuantFormat::None) {
-      v.data = static_cast<const uint16_t*>(w.data) + n0 * w.cols;
-    } else {  // codes and scale/bias pairs are row-major (quant_gpu_layout.h)
-      v.data = static_cast<const uint8_t*>(w.data) + n0 * (w.cols * w.bits / 8);
-      v.scales = static_cast<const uint8_t*>(w.scales) +
-                 n0 * (w.cols / w.group_size) * gpu_pair_entry_bytes(w);
-    }
-    return v;
   }
 
   // A 4/8-bit weight stays quantized: its codes uploaded as stored, its scales and biases as one
@@ -464,19 +362,14 @@ class CudaBackend final : public Backend {
       cuda::linear_fast(x, M, w, bias, y);
       return;
     }
-    if (tp_emulate_ > 0) {
-      if (auto it = row_parallel_.find(w.data); it != row_parallel_.end())
-        return cuda::linear_row_parallel(x, M, it->second, bias, y);
-      if (auto it = column_parallel_.find(w.data); it != column_parallel_.end())
-        return cuda::linear_column_parallel(x, M, it->second, bias, y);
-    }
+    if (tp_ && tp_->linear(x, M, w, bias, y)) return;
     cuda::linear(x, M, w, bias, y);
   }
   // Weights of the same split count in one launch (cuda::linear_multi); fast: one cuBLAS call each.
   void linear_multi(const float* x, int64_t M, std::span<const LinearOut> outs) override {
     // fast, and tensor-parallel emulation (each weight by its ranks): one linear() each, whose
     // bits linear_multi keeps.
-    if (numerics() == Numerics::Fast || tp_emulate_ > 0) {
+    if (numerics() == Numerics::Fast || tp_) {
       for (const LinearOut& o : outs) linear(x, M, *o.w, o.bias, o.y);
       return;
     }
@@ -857,10 +750,9 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, Weight> placed_;
   std::unordered_map<const void*, cuda::ExpertTable> expert_tables_;  // by the first weight's data
   bool moe_device_enabled_ = true;  // LOCKSTEP_CUDA_MOE_DEVICE=0 turns it off
-  int tp_emulate_ = 0;  // LOCKSTEP_CUDA_TP_EMULATE: ranks (0: off)
-  // The emulation's shards, by the placed weight's data.
-  std::unordered_map<const void*, cuda::RowParallelShards> row_parallel_;
-  std::unordered_map<const void*, cuda::ColumnParallelShards> column_parallel_;
+  // LOCKSTEP_CUDA_TP_EMULATE (null: off). Last member: its shards are freed after the destructor
+  // body has waited for the GPU.
+  std::unique_ptr<TensorParallelEmulation> tp_;
 };
 
 }  // namespace

@@ -54,6 +54,19 @@ json dense_config(const Dense& d) {
           {"eos_token_id", d.eos}};
 }
 
+// A Llama 3 config: llama3 RoPE scaling by `factor` (low / high frequency factors 1 / 4 over an
+// original 8192 positions, as Meta publishes them), no MLP bias.
+json llama3_config(const Dense& d, double factor) {
+  json c = dense_config(d);
+  c["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", factor},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  c["mlp_bias"] = false;
+  return c;
+}
+
 struct Hybrid {
   int64_t vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, max_pos;
   int64_t lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim, interval;
@@ -265,28 +278,14 @@ json preset(const std::string& like) {
   if (like == "qwen3-32b")
     return dense_config({"qwen3", "Qwen3ForCausalLM", 151936, 5120, 25600, 64, 64, 8, 128, 40960,
                          1e6, 1e-6, false, 151643, 151645});
-  if (like == "llama-3.1-70b") {
-    json c = dense_config({"llama", "LlamaForCausalLM", 128256, 8192, 28672, 80, 64, 8, 128, 131072,
-                           500000.0, 1e-5, false, 128000, 128001});
-    c["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", 8.0},
-                         {"low_freq_factor", 1.0},
-                         {"high_freq_factor", 4.0},
-                         {"original_max_position_embeddings", 8192}};
-    c["mlp_bias"] = false;
-    return c;
-  }
-  if (like == "llama-3.2-1b") {
-    json c = dense_config({"llama", "LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, 131072,
-                           500000.0, 1e-5, true, 128000, 128001});
-    c["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", 32.0},
-                         {"low_freq_factor", 1.0},
-                         {"high_freq_factor", 4.0},
-                         {"original_max_position_embeddings", 8192}};
-    c["mlp_bias"] = false;
-    return c;
-  }
+  if (like == "llama-3.1-70b")
+    return llama3_config({"llama", "LlamaForCausalLM", 128256, 8192, 28672, 80, 64, 8, 128, 131072,
+                          500000.0, 1e-5, false, 128000, 128001},
+                         8.0);
+  if (like == "llama-3.2-1b")
+    return llama3_config({"llama", "LlamaForCausalLM", 128256, 2048, 8192, 16, 32, 8, 64, 131072,
+                          500000.0, 1e-5, true, 128000, 128001},
+                         32.0);
   if (like == "qwen3.5-0.8b")
     return hybrid_config({248320, 1024, 3584, 24, 8, 2, 256, 262144, 16, 16, 128, 128, 4, 1e7,
                           248044});
