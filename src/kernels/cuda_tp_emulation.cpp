@@ -52,7 +52,8 @@ std::unique_ptr<TensorParallelEmulation> TensorParallelEmulation::from_env() {
 TensorParallelEmulation::~TensorParallelEmulation() {
   std::fprintf(stderr,
                "cuda: tensor-parallel emulation over %d ranks: %zu row-parallel and %zu "
-               "column-parallel weights, %lld emulated linear calls (a recorded step's once)\n",
+               "column-parallel weights here, %lld emulated linear calls in this process (a "
+               "recorded step's once)\n",
                ranks_, row_.size(), column_.size(),
                static_cast<long long>(cuda::tensor_parallel_calls()));
   for (void* p : memory_) cuda::free_device(p);
