@@ -10,7 +10,8 @@
 #   tools/bench/cpu_panels_on_device.sh build   only build llama.cpp (e.g. in the background while
 #                                               the same call runs GPU checks)
 #   tools/bench/cpu_panels_on_device.sh         the benchmarks (building llama.cpp first if needed)
-# env: LAYERS (8), ROUNDS (2), THREADS ("2 16"), DENSE (1: also the dense runs, DENSE_ROUNDS 1).
+# env: LAYERS (8), ROUNDS (2; 0: no MoE runs), THREADS ("2 16"), DENSE (1: also the dense runs,
+# DENSE_ROUNDS 1), B_ENV (engine B's environment, default LOCKSTEP_CPU_PANELS=0).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" || exit 1
@@ -25,13 +26,19 @@ if [ "${1:-}" = build ]; then build_llama; exit $?; fi
 lscpu | grep -m1 "Model name" | tee "$out/cpu.txt"
 uptime | tee -a "$out/cpu.txt"
 build_llama || { echo "llama.cpp build failed"; tail -n 20 "$out"/llama_*.log; exit 1; }
-nopanels=/tmp/lockstep-nopanels
-printf '#!/bin/sh\nLOCKSTEP_CPU_PANELS=0 exec "%s" "$@"\n' "$bin" >"$nopanels"
+# Engine B: this engine under B_ENV (default the checkpoint layout; e.g.
+# B_ENV=LOCKSTEP_CPU_PANEL_PREFETCH_BYTES=6144 for panels with the GEMV's software prefetch,
+# which Intel CPUs dropped on 2026-12-05 on the evidence of one 2-core VM: the host is the
+# second Intel CPU to check).
+nopanels=/tmp/lockstep-engine-b
+printf '#!/bin/sh\nexec env %s "%s" "$@"\n' "${B_ENV:-LOCKSTEP_CPU_PANELS=0}" "$bin" >"$nopanels"
 chmod +x "$nopanels"
+echo "engine B: ${B_ENV:-LOCKSTEP_CPU_PANELS=0}" | tee -a "$out/cpu.txt"
 threads="${THREADS:-2 16}"
-OUT="$out/moe" LLAMA_BIN_DIR="$llama/bin" LOCKSTEP_BIN="$bin" LOCKSTEP_BIN_B="$nopanels" \
-  bash tools/bench/moe_cpu_vs_llamacpp.sh none "${LAYERS:-8}" "${ROUNDS:-2}" "$threads" 2>&1 |
-  tail -n 12 | tee "$out/moe_summary.txt"
+[ "${ROUNDS:-2}" = 0 ] ||
+  OUT="$out/moe" LLAMA_BIN_DIR="$llama/bin" LOCKSTEP_BIN="$bin" LOCKSTEP_BIN_B="$nopanels" \
+    bash tools/bench/moe_cpu_vs_llamacpp.sh none "${LAYERS:-8}" "${ROUNDS:-2}" "$threads" 2>&1 |
+    tail -n 12 | tee "$out/moe_summary.txt"
 [ "${DENSE:-1}" = 1 ] || exit 0
 for t in $threads; do
   LOCKSTEP_BIN="$bin" LOCKSTEP_BIN_B="$nopanels" \

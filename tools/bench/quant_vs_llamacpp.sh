@@ -16,6 +16,7 @@
 #                    tensors copied as BF16, norms widened to F32; tokenizer "no_vocab")
 #   Q8_0, Q4_0-pure (llama-quantize --pure: every matrix Q4_0, the same bytes as lockstep 4-bit),
 #   Q4_0, Q4_K_M     (llama-quantize defaults: the tied embedding / output becomes Q6_K)
+#                    (each GGUF only where ENGINES runs it)
 # Each round runs, in this order: lockstep q8, llama Q8_0, lockstep q4, llama Q4_0-pure,
 # llama Q4_0, llama Q4_K_M. lockstep: bench -p 1 -n N -r REPS (-p 0 is refused: one prompt
 # token), llama.cpp: llama-bench -p 0 -n N -r REPS; both run one untimed warm-up first. Each
@@ -39,13 +40,19 @@ done
 
 [ -f "$work/bf16.gguf" ] || python3 tools/bench/safetensors_to_gguf.py "$work/bf16" "$work/bf16.gguf"
 
-q="$llama/bin/llama-quantize"
-[ -f "$work/Q8_0.gguf" ]      || "$q" "$work/bf16.gguf" "$work/Q8_0.gguf" Q8_0 "$threads"
-[ -f "$work/Q4_0-pure.gguf" ] || "$q" --pure "$work/bf16.gguf" "$work/Q4_0-pure.gguf" Q4_0 "$threads"
-[ -f "$work/Q4_0.gguf" ]      || "$q" "$work/bf16.gguf" "$work/Q4_0.gguf" Q4_0 "$threads"
-[ -f "$work/Q4_K_M.gguf" ]    || "$q" "$work/bf16.gguf" "$work/Q4_K_M.gguf" Q4_K_M "$threads"
-
 read -r -a runs <<< "${ENGINES:-ls:q8 ll:Q8_0 ls:q4 ll:Q4_0-pure ll:Q4_0 ll:Q4_K_M}"
+# Only the GGUFs the engines run (llama-quantize of a 1.7B model takes a minute a format).
+q="$llama/bin/llama-quantize"
+gguf() {  # name, llama-quantize arguments...
+  local name="$1"; shift
+  case " ${runs[*]} " in *" ll:$name "*) ;; *) return 0 ;; esac
+  [ -f "$work/$name.gguf" ] || "$q" "$@"
+}
+gguf Q8_0 "$work/bf16.gguf" "$work/Q8_0.gguf" Q8_0 "$threads"
+gguf Q4_0-pure --pure "$work/bf16.gguf" "$work/Q4_0-pure.gguf" Q4_0 "$threads"
+gguf Q4_0 "$work/bf16.gguf" "$work/Q4_0.gguf" Q4_0 "$threads"
+gguf Q4_K_M "$work/bf16.gguf" "$work/Q4_K_M.gguf" Q4_K_M "$threads"
+
 prompt="${PROMPT:-0}"  # 0: decode
 if [ "$prompt" -gt 0 ]; then phase=prefill; ls_args=(-p "$prompt" -n 1); ll_args=(-p "$prompt" -n 0)
 else phase=decode; ls_args=(-p 1 -n "$n"); ll_args=(-p 0 -n "$n"); fi
