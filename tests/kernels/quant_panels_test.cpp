@@ -117,11 +117,12 @@ TEST(QuantPanels, EveryCompiledTargetGivesTheOraclesBits) {
     }
 }
 
-// One-row calls ask for the panel stream a distance ahead (cpu_tuning.h); none, a usual and a
-// long distance, in every locality form: the oracle's bits.
+// One-row calls ask for the panel stream a distance ahead (cpu_tuning.h:
+// panel_prefetch_bytes(), with the GEMV's locality); none, a usual and a long distance, in every
+// locality form: the oracle's bits.
 TEST(QuantPanels, OneRowPrefetchChoicesGiveTheOraclesBits) {
   QuantDotScope mode(QuantDot::Int8);
-  const int64_t bytes0 = gemv_prefetch_bytes();
+  const int64_t bytes0 = gemv_prefetch_bytes(), panel0 = panel_prefetch_bytes();
   const int locality0 = gemv_prefetch_locality();
   for (const Case& c : kCases) {
     const QuantizedMatrix q = quantized(c, DType::BF16, 13);
@@ -131,6 +132,7 @@ TEST(QuantPanels, OneRowPrefetchChoicesGiveTheOraclesBits) {
     for (int locality : {0, 1})
       for (int64_t bytes : {int64_t{0}, int64_t{6144}, int64_t{65536}}) {
         set_gemv_prefetch(bytes, locality);
+        set_panel_prefetch_bytes(bytes);
         for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
           hwy::SetSupportedTargetsForTest(target);
           const auto y = run(x.data(), 1, p.w, nullptr, 2);
@@ -142,6 +144,7 @@ TEST(QuantPanels, OneRowPrefetchChoicesGiveTheOraclesBits) {
       }
   }
   set_gemv_prefetch(bytes0, locality0);
+  set_panel_prefetch_bytes(panel0);
 }
 
 // One call over weights with and without panels, 4- and 8-bit (the activations are ordered for

@@ -61,6 +61,28 @@ int default_prefetch_locality() {
   return 0;
 }
 
+// A panel is one contiguous stream per tile, which the hardware prefetcher follows on its own:
+// on a 2-core Intel Xeon VM (AVX-512 VNNI, AMX; 2026-12-05) a plain sum read 16.8 GB/s at 1
+// thread and 32.6 at 2 without software prefetch against 15.7 and 30.7 with prefetcht2 6 KB
+// ahead, and decode on panels ran 7-11% faster without it (4-bit Qwen3-1.7B and Qwen3-30B-A3B
+// shapes; 8-bit within 1%; docs/benchmarks.md). The eight streams of a BF16 8-row tile still
+// want it there (8.5 against 7.2 tok/s), so only panels drop it. Elsewhere: as the GEMV.
+int64_t read_panel_prefetch_bytes() {
+  const char* v = std::getenv("LOCKSTEP_CPU_PANEL_PREFETCH_BYTES");
+  if (!v || !*v) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_is("intel")) return 0;
+#endif
+    return read_prefetch_bytes();
+  }
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > (1 << 20))
+    fail("LOCKSTEP_CPU_PANEL_PREFETCH_BYTES=", v, ": expected a byte count from 0 to 1048576");
+  return n;
+}
+
 int read_prefetch_locality() {
   const char* v = std::getenv("LOCKSTEP_CPU_PREFETCH_HINT");
   if (!v || !*v) return default_prefetch_locality();
@@ -138,7 +160,13 @@ std::atomic<int>& prefetch_locality() {
   return locality;
 }
 
+std::atomic<int64_t>& panel_prefetch() {
+  static std::atomic<int64_t> bytes{read_panel_prefetch_bytes()};
+  return bytes;
+}
+
 int64_t gemv_prefetch_bytes() { return prefetch_bytes().load(std::memory_order_relaxed); }
+int64_t panel_prefetch_bytes() { return panel_prefetch().load(std::memory_order_relaxed); }
 int gemv_prefetch_locality() { return prefetch_locality().load(std::memory_order_relaxed); }
 
 std::atomic<int64_t>& interleaved_rows() {
@@ -149,6 +177,11 @@ int64_t interleaved_min_rows() { return interleaved_rows().load(std::memory_orde
 void set_interleaved_min_rows(int64_t rows) {
   if (rows < 0) fail("set_interleaved_min_rows: ", rows, " rows (expected >= 0)");
   interleaved_rows() = rows;
+}
+
+void set_panel_prefetch_bytes(int64_t bytes) {
+  if (bytes < 0) fail("set_panel_prefetch_bytes: ", bytes, " (expected >= 0)");
+  panel_prefetch() = bytes;
 }
 
 void set_gemv_prefetch(int64_t bytes, int locality) {

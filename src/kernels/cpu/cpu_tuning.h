@@ -15,6 +15,12 @@ int64_t gemv_prefetch_bytes();
 // 0, t2 = 1, t1 = 2, t0 = 3; by default t2 on Intel CPUs and nta on others, cpu_tuning.cpp says
 // why). Where a line lands decides which miss queue tracks it.
 int gemv_prefetch_locality();
+// Bytes a one-row call on panels (quant_panels.h) asks for ahead of its single stream
+// (LOCKSTEP_CPU_PANEL_PREFETCH_BYTES; 0 turns it off). By default 0 on Intel CPUs, whose
+// hardware prefetchers follow one stream per thread better without it (cpu_tuning.cpp has the
+// figures), elsewhere gemv_prefetch_bytes(). The locality is gemv_prefetch_locality()'s.
+int64_t panel_prefetch_bytes();
+void set_panel_prefetch_bytes(int64_t bytes);  // tests
 // Weight rows a one-row linear reads side by side in one tile (LOCKSTEP_CPU_GEMV_ROWS: 1, 2, 4
 // or 8): more rows share each activation load, fewer rows make fewer concurrent DRAM streams
 // (cpu_tuning.cpp says which CPUs want which).

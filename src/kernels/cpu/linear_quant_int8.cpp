@@ -737,15 +737,16 @@ void Int8LinearCols(const Int8Acts& a, const Weight& w, int64_t n0, int64_t n1, 
   const int64_t unit = (w.bits == 4 ? 8 : 4) * int64_t{kN};
   const bool shape = w.bits == 4 ? K % kNibbleBlock == 0 && !a.qnib.empty() : K % unit == 0;
   if (pow2 && shape && a.block == G) {
-    const bool gemv = a.M == 1 && gemv_prefetch_bytes() > 0;
+    // On panels a one-row call reads one stream per tile: `ahead` is the whole distance
+    // (panel_prefetch_bytes()), and `prefetch` picks the locality.
+    const int64_t ahead = w.panels ? panel_prefetch_bytes() : gemv_prefetch_bytes();
+    const bool gemv = a.M == 1 && ahead > 0;
     const bool nta = gemv_prefetch_locality() == 0;
-    // On panels a one-row call reads one stream per tile: `ahead` is the whole distance, and
-    // `prefetch` picks the locality.
     const Call c{&a, &w, K / G, K * w.bits / 8, gemv && !nta,
-                 !gemv           ? 0
-                 : w.panels      ? gemv_prefetch_bytes()
-                 : nta           ? gemv_prefetch_bytes() / gemv_tile_rows_up_to(kGemvCols)
-                                 : 0};
+                 !gemv      ? 0
+                 : w.panels ? ahead
+                 : nta      ? ahead / gemv_tile_rows_up_to(kGemvCols)
+                            : 0};
     if (w.bits == 4 ? int8_cols<4>(c, n0, n1, y) : int8_cols<8>(c, n0, n1, y)) return;
   }
 #endif
