@@ -30,18 +30,18 @@ build_llama || { echo "llama.cpp build failed"; tail -n 20 "$out"/llama_*.log; e
 # B_ENV=LOCKSTEP_CPU_PANEL_PREFETCH_BYTES=6144 for panels with the GEMV's software prefetch,
 # which Intel CPUs dropped on 2026-12-05 on the evidence of one 2-core VM: the host is the
 # second Intel CPU to check).
-nopanels=/tmp/lockstep-engine-b
-printf '#!/bin/sh\nexec env %s "%s" "$@"\n' "${B_ENV:-LOCKSTEP_CPU_PANELS=0}" "$bin" >"$nopanels"
-chmod +x "$nopanels"
+engine_b=/tmp/lockstep-engine-b
+printf '#!/bin/sh\nexec env %s "%s" "$@"\n' "${B_ENV:-LOCKSTEP_CPU_PANELS=0}" "$bin" >"$engine_b"
+chmod +x "$engine_b"
 echo "engine B: ${B_ENV:-LOCKSTEP_CPU_PANELS=0}" | tee -a "$out/cpu.txt"
 threads="${THREADS:-2 16}"
 [ "${ROUNDS:-2}" = 0 ] ||
-  OUT="$out/moe" LLAMA_BIN_DIR="$llama/bin" LOCKSTEP_BIN="$bin" LOCKSTEP_BIN_B="$nopanels" \
+  OUT="$out/moe" LLAMA_BIN_DIR="$llama/bin" LOCKSTEP_BIN="$bin" LOCKSTEP_BIN_B="$engine_b" \
     bash tools/bench/moe_cpu_vs_llamacpp.sh none "${LAYERS:-8}" "${ROUNDS:-2}" "$threads" 2>&1 |
     tail -n 12 | tee "$out/moe_summary.txt"
 [ "${DENSE:-1}" = 1 ] || exit 0
 for t in $threads; do
-  LOCKSTEP_BIN="$bin" LOCKSTEP_BIN_B="$nopanels" \
+  LOCKSTEP_BIN="$bin" LOCKSTEP_BIN_B="$engine_b" \
     ENGINES="ls:q4 lb:q4 ll:Q4_0-pure ls:q8 lb:q8 ll:Q8_0" \
     bash tools/bench/quant_vs_llamacpp.sh "$llama" /tmp/qvl "${DENSE_ROUNDS:-1}" "$t" 2>&1 |
     tail -n 14 | tee "$out/dense_t$t.txt"

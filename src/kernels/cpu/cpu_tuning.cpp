@@ -13,6 +13,15 @@
 namespace lockstep::kernels {
 
 namespace {
+bool intel_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("intel");
+#else
+  return false;
+#endif
+}
+
 // AMD family 25 (0x19): Zen 3 and Zen 4. Their cores were measured to want one sequential weight
 // stream per thread (default_gemv_rows() says why).
 bool amd_family_25() {
@@ -53,13 +62,7 @@ int64_t read_prefetch_bytes() {
 // track prefetchnta lines in the L1's few fill buffers, so the streams starve for lines in flight;
 // t2 lines go through the L2's larger queue. The AMD figures behind the 6 KB distance were
 // measured with prefetchnta, which stays its default there until measured otherwise.
-int default_prefetch_locality() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_is("intel")) return 1;
-#endif
-  return 0;
-}
+int default_prefetch_locality() { return intel_cpu() ? 1 : 0; }
 
 // A panel is one contiguous stream per tile, which the hardware prefetcher follows on its own:
 // on a 2-core Intel Xeon VM (AVX-512 VNNI, AMX; 2026-12-05) a plain sum read 16.8 GB/s at 1
@@ -69,13 +72,7 @@ int default_prefetch_locality() {
 // want it there (8.5 against 7.2 tok/s), so only panels drop it. Elsewhere: as the GEMV.
 int64_t read_panel_prefetch_bytes() {
   const char* v = std::getenv("LOCKSTEP_CPU_PANEL_PREFETCH_BYTES");
-  if (!v || !*v) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_is("intel")) return 0;
-#endif
-    return read_prefetch_bytes();
-  }
+  if (!v || !*v) return intel_cpu() ? 0 : read_prefetch_bytes();
   char* end = nullptr;
   const long long n = std::strtoll(v, &end, 10);
   if (*end != '\0' || n < 0 || n > (1 << 20))
