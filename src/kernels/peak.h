@@ -11,12 +11,15 @@
 namespace lockstep::kernels {
 
 // The measurement's version: figures cached by another (bench's machine.json) are measured again.
-// 2: huge pages and the decode kernels' prefetch distance (1: 4 KiB pages, no prefetch).
-inline constexpr int kPeakMethod = 2;
+// 3: the faster of the GEMV's prefetch distance and none; 2: huge pages and the GEMV's prefetch
+// distance; 1: 4 KiB pages, no prefetch.
+inline constexpr int kPeakMethod = 3;
 
 // Sustained read bandwidth in GB/s, all pool threads each summing its share of a `bytes` buffer
-// (far larger than the caches) the way decode reads 4/8-bit weights: huge pages where the kernel
-// gives them, each line asked for gemv_prefetch_bytes() ahead (cpu_tuning.h); one value per rep.
+// (far larger than the caches) the way decode reads weights: huge pages where the kernel gives
+// them, each line asked for gemv_prefetch_bytes() ahead (cpu_tuning.h), and, in reps alternated
+// with those, no software prefetch (how panels read on Intel CPUs); the series with the higher
+// median is returned, one value per rep, so the floor is the best stream the machine gave.
 std::vector<double> measure_read_gbps(ThreadPool& pool, size_t bytes, int reps);
 
 // float32 FMA throughput in GFLOP/s (an FMA is 2 FLOPs per lane), every pool thread running
