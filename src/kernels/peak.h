@@ -16,11 +16,14 @@ namespace lockstep::kernels {
 inline constexpr int kPeakMethod = 3;
 
 // Sustained read bandwidth in GB/s, all pool threads each summing its share of a `bytes` buffer
-// (far larger than the caches) the way decode reads weights: huge pages where the kernel gives
-// them, each line asked for gemv_prefetch_bytes() ahead (cpu_tuning.h), and, in reps alternated
-// with those, no software prefetch (how panels read on Intel CPUs); the series with the higher
-// median is returned, one value per rep, so the floor is the best stream the machine gave.
-std::vector<double> measure_read_gbps(ThreadPool& pool, size_t bytes, int reps);
+// (far larger than the caches) the way decode reads weights, huge pages where the kernel gives
+// them: one value per rep with each line asked for gemv_prefetch_bytes() ahead (cpu_tuning.h), and,
+// in reps alternated with those, one without software prefetch (how panels read on Intel CPUs;
+// empty where the GEMV asks for none, which is the same stream). bench --machine takes the faster.
+struct ReadSeries {
+  std::vector<double> gemv_prefetch, no_prefetch;
+};
+ReadSeries measure_read_gbps(ThreadPool& pool, size_t bytes, int reps);
 
 // float32 FMA throughput in GFLOP/s (an FMA is 2 FLOPs per lane), every pool thread running
 // independent FMA chains in registers at the widest compiled target; one value per rep.

@@ -86,7 +86,6 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <sys/mman.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <chrono>
@@ -107,7 +106,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-std::vector<double> measure_read_gbps(ThreadPool& pool, size_t bytes, int reps) {
+ReadSeries measure_read_gbps(ThreadPool& pool, size_t bytes, int reps) {
   const size_t n = bytes / sizeof(float);
   // Huge pages where the kernel gives them, like the CPU's weight panels (PanelArena).
   constexpr size_t kHuge = size_t{2} << 20;
@@ -121,26 +120,22 @@ std::vector<double> measure_read_gbps(ThreadPool& pool, size_t bytes, int reps) 
   pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) buf[i] = static_cast<float>(i & 1023);  // fault pages in
   }, 4096);
-  // Series 0 asks `ahead` bytes on, series 1 asks for nothing (only where `ahead` is not 0).
-  std::vector<double> out[2];
+  ReadSeries out;
   std::atomic<float> sink{0};
-  for (int r = 0; r < reps; ++r)
-    for (int s = 0; s < (ahead > 0 ? 2 : 1); ++s) {
-      const size_t distance = s == 0 ? ahead : 0;
-      const auto t0 = std::chrono::steady_clock::now();
-      pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
-        sink = sink + HWY_DYNAMIC_DISPATCH(SumFloats)(buf + b, static_cast<size_t>(e - b),
-                                                      distance, t2);
-      }, 4096);
-      out[s].push_back(static_cast<double>(n * sizeof(float)) / seconds_since(t0) / 1e9);
-    }
-  munmap(map, size + kHuge);
-  const auto median = [](std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
+  const auto read = [&](size_t distance, std::vector<double>& series) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e) {
+      sink = sink + HWY_DYNAMIC_DISPATCH(SumFloats)(buf + b, static_cast<size_t>(e - b),
+                                                    distance, t2);
+    }, 4096);
+    series.push_back(static_cast<double>(n * sizeof(float)) / seconds_since(t0) / 1e9);
   };
-  return median(out[1]) > median(out[0]) ? out[1] : out[0];
+  for (int r = 0; r < reps; ++r) {
+    read(ahead, out.gemv_prefetch);
+    if (ahead > 0) read(0, out.no_prefetch);
+  }
+  munmap(map, size + kHuge);
+  return out;
 }
 
 std::vector<double> measure_fma_gflops(ThreadPool& pool, int reps) {
