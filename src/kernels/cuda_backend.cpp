@@ -45,6 +45,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda_host_rows.h"
 #include "kernels/cuda_op_profile.h"
+#include "kernels/cuda_step_timing.h"
 #include "kernels/cuda_tp_emulation.h"
 #include "kernels/numerics.h"
 #include "kernels/quant_format.h"
@@ -110,6 +111,7 @@ class CudaBackend final : public Backend {
     tp_ = TensorParallelEmulation::from_env();
     const char* stats = std::getenv("LOCKSTEP_CUDA_GRAPH_STATS");
     tally_wanted_ = stats && *stats && std::string(stats) != "0";
+    if (tally_wanted_) timing_ = std::make_unique<StepTiming>();
     if (OpProfile::wanted()) {  // times ops one by one: eager only
       prof_ = std::make_unique<OpProfile>();
       graphs_enabled_ = false;
@@ -117,6 +119,7 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     prof_.reset();  // prints its table
+    timing_.reset();  // prints its figures
     for (const auto& [key, t] : tally_)
       std::fprintf(stderr, "lockstep cuda steps %s: %lld eager, %lld recorded, %lld replayed\n",
                    key.empty() ? "(no key)" : key.c_str(), static_cast<long long>(t.eager),
@@ -206,6 +209,7 @@ class CudaBackend final : public Backend {
     if (prof_) prof_->begin_step(key);
     StepTally* tally = tally_wanted_ ? &tally_[key] : nullptr;
     if (key.empty() || !graphs_enabled_) {
+      if (timing_) timing_->other_step();
       if (tally) ++tally->eager;
       return;
     }
@@ -218,6 +222,7 @@ class CudaBackend final : public Backend {
     pos_ = 0;
     launched_ = false;
     if (tally) ++(g.exec ? tally->replayed : g.seen == 0 ? tally->eager : tally->recorded);
+    if (timing_) g.exec ? timing_->begin(key) : timing_->other_step();
     if (g.exec) {
       mode_ = Mode::Replay;
     } else if (g.seen++ == 0) {
@@ -249,6 +254,7 @@ class CudaBackend final : public Backend {
     } else if (mode_ == Mode::Replay && !launched_) {
       graphs_.erase(key_);  // failed part-way: forget this recording
     }
+    if (timing_) timing_->end();
     mode_ = Mode::Eager;
     current_ = nullptr;
   }
@@ -654,7 +660,9 @@ class CudaBackend final : public Backend {
         current_ = nullptr;
         fail("internal error: a replayed CUDA graph step made fewer ops than its recording");
       }
+      if (timing_) timing_->before_launch();
       cuda::launch_graph(current_->exec);
+      if (timing_) timing_->after_launch();
       launched_ = true;
     }
   }
@@ -725,6 +733,7 @@ class CudaBackend final : public Backend {
   };
   bool tally_wanted_ = false;
   std::map<std::string, StepTally> tally_;
+  std::unique_ptr<StepTiming> timing_;  // with the tally: host against GPU time of replays
   Mode mode_ = Mode::Eager;
   std::unordered_map<std::string, Graph> graphs_;
   Graph* current_ = nullptr;

@@ -144,6 +144,10 @@ int set_linear_skinny_override(int config);
 // 8 tokens): c in 0..n-1 forces c, -1 returns to LOCKSTEP_CUDA_EXPERT_CFG (default 1). Returns n.
 // Any choice gives the same bits (linear_experts.cuh).
 int set_expert_decode_config(int config);
+// Tests and sweeps only: the BF16 grouped expert linear's token tile for calls of 9 to 64 tokens:
+// 8 or 16 rows forces it, anything else returns to LOCKSTEP_CUDA_EXPERT_BATCH_TILE (default 16).
+// Returns the rows now in force. Either gives the same bits (linear_experts.cuh).
+int set_expert_batch_tile_rows(int rows);
 // The configuration (1..n) that the last M <= 16 linear launch ran, and a configuration's name.
 int linear_skinny_config_used();
 // Whether forcing `config` runs it for an N x K weight at M <= 16 rows on this device (its shared

@@ -38,6 +38,7 @@
 #include "kernels/cuda/linear_skinny.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -171,9 +172,35 @@ int pick_small(int64_t N, int64_t K, int64_t M, int S) {
   return 6;
 }
 
+// LOCKSTEP_CUDA_SKINNY_REMAP="a:b,c:d": wherever the rule picks config a (kSkConfigs' index) take
+// b instead. For measuring the configs inside a whole decode step (the rule's sweep timed each
+// linear alone, where the biggest ring wins; in a step under PDL a smaller ring lets the next
+// kernel's blocks be resident sooner). Every config walks K alike: the bits never move.
+const std::vector<int>& skinny_remap() {
+  static const std::vector<int> map = [] {
+    std::vector<int> m(kSkN);
+    for (int i = 0; i < kSkN; ++i) m[i] = i;
+    const char* v = std::getenv("LOCKSTEP_CUDA_SKINNY_REMAP");
+    for (const char* p = v; p && *p;) {
+      char* end = nullptr;
+      const long a = std::strtol(p, &end, 10);
+      if (end == p || *end != ':') fail("LOCKSTEP_CUDA_SKINNY_REMAP: expected a:b pairs, got '", v, "'");
+      p = end + 1;
+      const long b = std::strtol(p, &end, 10);
+      if (end == p || a < 0 || a >= kSkN || b < 0 || b >= kSkN)
+        fail("LOCKSTEP_CUDA_SKINNY_REMAP: configs are 0..", kSkN - 1, ", got '", v, "'");
+      m[a] = static_cast<int>(b);
+      p = *end == ',' ? end + 1 : end;
+      if (*end && *end != ',') fail("LOCKSTEP_CUDA_SKINNY_REMAP: expected a:b pairs, got '", v, "'");
+    }
+    return m;
+  }();
+  return map;
+}
+
 void launch_small(const Group& g, const float* x, int M, int K, int S) {
   int c = skinny_override > 0 && skinny_override <= kSkN ? skinny_override - 1
-                                                         : pick_small(g.total_n, K, M, S);
+                                                         : skinny_remap()[pick_small(g.total_n, K, M, S)];
   auto go = [&](int cfg) {
     return M <= 8 ? launch_small_cfg<1>(cfg, g, x, M, K, S) : launch_small_cfg<2>(cfg, g, x, M, K, S);
   };

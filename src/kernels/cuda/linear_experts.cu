@@ -28,6 +28,23 @@ int expert_decode_config() {
 }
 
 namespace {
+int expert_batch_tile_override = 0;  // testing::set_expert_batch_tile_rows (0: the environment's)
+}  // namespace
+
+int expert_batch_tile_rows() {
+  if (expert_batch_tile_override != 0) return expert_batch_tile_override;
+  static const int from_env = [] {
+    const char* v = std::getenv("LOCKSTEP_CUDA_EXPERT_BATCH_TILE");
+    if (!v || !*v) return kExpertBatchTileDefault;
+    const int rows = std::atoi(v);
+    if (rows != 8 && rows != 16)
+      fail("LOCKSTEP_CUDA_EXPERT_BATCH_TILE: expected 8 or 16 token rows, got '", v, "'");
+    return rows;
+  }();
+  return from_env;
+}
+
+namespace {
 // The quantized weight's pair format (linear_quant.cu's pair_format, for the fused formats).
 int expert_pair_format(const Weight& w) { return w.scale_dtype == DType::F16 ? kPairF16 : kPairBF16; }
 
@@ -90,6 +107,10 @@ namespace testing {
 int set_expert_decode_config(int config) {
   lin::expert_config_override = config;
   return lin::kExpertDecodeConfigs;
+}
+int set_expert_batch_tile_rows(int rows) {
+  lin::expert_batch_tile_override = rows == 8 || rows == 16 ? rows : 0;
+  return lin::expert_batch_tile_rows();
 }
 }  // namespace testing
 

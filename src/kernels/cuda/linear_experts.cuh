@@ -40,6 +40,13 @@ using ExpertDecodeCfg1 = SkCfg<1, 128, 2>;  // half the ring: twice the blocks r
 constexpr int kExpertDecodeConfigs = 2;
 constexpr int kExpertDecodeDefault = 1;
 int expert_decode_config();
+// BF16 calls of 9 to 64 tokens (batched decode, verify blocks): token tiles of 16 rows (MT = 2,
+// x staged for 16 FP32 rows: one block per multiprocessor at 4 pieces) or of 8 (MT = 1, the
+// decode launch and its config: an expert's rows past 8 take a second tile, which reads the
+// weights again). expert_batch_tile_rows: a test's override, else LOCKSTEP_CUDA_EXPERT_BATCH_TILE
+// (8 or 16), else kExpertBatchTileDefault. The K walk is the same either way: the bits too.
+constexpr int kExpertBatchTileDefault = 16;
+int expert_batch_tile_rows();
 
 template <int MT, int S, int QB, typename CF = ExpertCfg<QB>>
 __global__ void __launch_bounds__(Skinny<MT, true, S, CF, QB>::kThreads,
@@ -94,7 +101,7 @@ bool launch_experts(const ExpertArgs& a, int S, int T, int slots) {
   using I1 = std::integral_constant<int, 1>;
   using I2 = std::integral_constant<int, 2>;
   using I4 = std::integral_constant<int, 4>;
-  if (T <= 8) {
+  if (T <= 8 || (QB == 0 && expert_batch_tile_rows() == 8)) {
     if (S == 4) return go(I1{}, I4{});
     if (S == 2) return go(I1{}, I2{});
     return go(I1{}, I1{});
