@@ -339,7 +339,7 @@ TEST_F(CudaTest, GroupedExpertLinearIsPerExpertLinearBitwise) {
           }
           testing::set_expert_decode_config(-1);
         }
-        if (bits == 0 && T > 8 && T <= 64) {  // batched decode, verify: both token tiles
+        if (T > 8 && T <= 64) {  // batched decode, verify: both token tiles
           for (int rows : {8, 16}) {
             testing::set_expert_batch_tile_rows(rows);
             same_as_default(std::to_string(rows) + "-row token tiles");

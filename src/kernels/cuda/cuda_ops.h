@@ -144,7 +144,7 @@ int set_linear_skinny_override(int config);
 // 8 tokens): c in 0..n-1 forces c, -1 returns to LOCKSTEP_CUDA_EXPERT_CFG (default 1). Returns n.
 // Any choice gives the same bits (linear_experts.cuh).
 int set_expert_decode_config(int config);
-// Tests and sweeps only: the BF16 grouped expert linear's token tile for calls of 9 to 64 tokens:
+// Tests and sweeps only: the grouped expert linear's token tile for calls of 9 to 64 tokens:
 // 8 or 16 rows forces it, anything else returns to LOCKSTEP_CUDA_EXPERT_BATCH_TILE (default 16).
 // Returns the rows now in force. Either gives the same bits (linear_experts.cuh).
 int set_expert_batch_tile_rows(int rows);

@@ -40,11 +40,12 @@ using ExpertDecodeCfg1 = SkCfg<1, 128, 2>;  // half the ring: twice the blocks r
 constexpr int kExpertDecodeConfigs = 2;
 constexpr int kExpertDecodeDefault = 1;
 int expert_decode_config();
-// BF16 calls of 9 to 64 tokens (batched decode, verify blocks): token tiles of 16 rows (MT = 2,
-// x staged for 16 FP32 rows: one block per multiprocessor at 4 pieces) or of 8 (MT = 1, the
-// decode launch and its config: an expert's rows past 8 take a second tile, which reads the
-// weights again). expert_batch_tile_rows: a test's override, else LOCKSTEP_CUDA_EXPERT_BATCH_TILE
-// (8 or 16), else kExpertBatchTileDefault. The K walk is the same either way: the bits too.
+// Calls of 9 to 64 tokens (batched decode, verify blocks; BF16 or quantized): token tiles of 16
+// rows (MT = 2, x staged for 16 FP32 rows: one BF16 block per multiprocessor at 4 pieces) or of 8
+// (MT = 1, as a decode launch, with its config: an expert's rows past 8 take a second tile, which
+// reads the weights again). expert_batch_tile_rows: a test's override, else
+// LOCKSTEP_CUDA_EXPERT_BATCH_TILE (8 or 16), else kExpertBatchTileDefault. The K walk is the same
+// either way, so the bits are too.
 constexpr int kExpertBatchTileDefault = 16;
 int expert_batch_tile_rows();
 
@@ -101,7 +102,7 @@ bool launch_experts(const ExpertArgs& a, int S, int T, int slots) {
   using I1 = std::integral_constant<int, 1>;
   using I2 = std::integral_constant<int, 2>;
   using I4 = std::integral_constant<int, 4>;
-  if (T <= 8 || (QB == 0 && expert_batch_tile_rows() == 8)) {
+  if (T <= 8 || expert_batch_tile_rows() == 8) {
     if (S == 4) return go(I1{}, I4{});
     if (S == 2) return go(I1{}, I2{});
     return go(I1{}, I1{});
