@@ -5,7 +5,8 @@
 # - batch-1 decode (`bench -p 128 -n 64 -r 3`) under each environment of DECODE_ENVS (';'
 #   separated; the first is the baseline and also prints LOCKSTEP_CUDA_GRAPH_STATS' step times:
 #   host walk, GPU time and period of a replayed step), ROUNDS rounds alternated;
-# - batched decode (`bench --batch BATCH -p 512 -n 32 -r 2`) under each of BATCH_ENVS, alternated;
+# - batched decode (`bench --batch BATCH -p 512 -n 32 -r 2`) under each of BATCH_ENVS, alternated,
+#   BATCH_ROUNDS rounds (default ROUNDS);
 # - first, the GPU op tests of TESTS (default: the grouped expert and skinny linear ones, which
 #   force every config against the default bitwise).
 # Run from the repo root with carry [".cuda-carry-engine-xz"] (tools/cuda/pack_engine.sh).
@@ -37,7 +38,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
   done
 done
 grep -h "step times" "$out"/bench_decode_r*.txt | sort -u | tee -a "$summary"
-for r in $(seq 1 "${ROUNDS:-2}"); do
+for r in $(seq 1 "${BATCH_ROUNDS:-${ROUNDS:-2}}"); do
   for e in "${benvs[@]}"; do
     stamp "round $r batch ${BATCH:-64}: $e"
     run_env "$e" "batch_r$r" --batch "${BATCH:-64}" -p 512 -n 32 -r 2
