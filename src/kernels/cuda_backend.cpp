@@ -19,7 +19,8 @@
 // dependent launch (kernels/cuda/common.cuh: a kernel's launch and weight prefetch overlap the
 // previous one's tail; scheduling only, the same bits); LOCKSTEP_CUDA_PDL=0 turns it off, and
 // profiled ops run without it. LOCKSTEP_CUDA_GRAPH_STATS=1 prints each recorded graph's nodes,
-// edges and PDL edges, and at exit how many steps of each key ran eagerly, recorded, replayed.
+// edges and PDL edges, and at exit how many steps of each key ran eagerly, recorded, replayed,
+// and where a replayed step's time went (host walk, GPU, period: cuda_step_timing.h).
 #ifdef LOCKSTEP_HAVE_CUDA
 
 #include <sys/mman.h>
