@@ -39,33 +39,38 @@ class StepTiming {
   void begin(const std::string& key) {
     const auto now = Clock::now();
     Stats& s = keys_[key];
-    if (last_key_ == &s) {  // consecutive replays of one key: one period
-      s.period_us += us(last_begin_, now);
+    if (chain_ == &s) {  // consecutive replays of one key: one period
+      s.period_us += us(began_, now);
       ++s.periods;
     }
-    last_key_ = &s;
-    last_begin_ = now;
+    chain_ = step_ = &s;
+    began_ = now;
     launched_ = false;
   }
+  // Around the graph launch; only a step that began as a replay is timed (a step that recorded
+  // its graph launches it too).
   void before_launch() {
+    if (!step_) return;
     if (!start_) start_ = cuda::event_create(), end_ = cuda::event_create();
-    walk_us_ = us(last_begin_, Clock::now());
+    walk_us_ = us(began_, Clock::now());
     cuda::event_record(start_);
   }
   void after_launch() {
+    if (!step_) return;
     cuda::event_record(end_);
     launched_ = true;
   }
   // The step ended; a replay that launched adds its walk and GPU time.
   void end() {
-    if (!launched_ || !last_key_) return;
-    last_key_->walk_us += walk_us_;
-    last_key_->gpu_us += 1000.0 * cuda::event_elapsed_ms(start_, end_);
-    ++last_key_->steps;
-    launched_ = false;
+    if (step_ && launched_) {
+      step_->walk_us += walk_us_;
+      step_->gpu_us += 1000.0 * cuda::event_elapsed_ms(start_, end_);
+      ++step_->steps;
+    }
+    step_ = nullptr;
   }
-  // A step that was not a replay breaks the chain of periods.
-  void other_step() { last_key_ = nullptr; }
+  // A step that is not a replay: not timed, and it breaks the chain of periods.
+  void other_step() { chain_ = step_ = nullptr; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -77,8 +82,9 @@ class StepTiming {
     double walk_us = 0, gpu_us = 0, period_us = 0;
   };
   std::map<std::string, Stats> keys_;
-  Stats* last_key_ = nullptr;
-  Clock::time_point last_begin_{};
+  Stats* chain_ = nullptr;  // the key of the last step, while steps are replays of it
+  Stats* step_ = nullptr;   // the replay being timed, between begin() and end()
+  Clock::time_point began_{};
   double walk_us_ = 0;
   bool launched_ = false;
   void* start_ = nullptr;

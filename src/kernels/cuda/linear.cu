@@ -182,16 +182,16 @@ const std::vector<int>& skinny_remap() {
     for (int i = 0; i < kSkN; ++i) m[i] = i;
     const char* v = std::getenv("LOCKSTEP_CUDA_SKINNY_REMAP");
     for (const char* p = v; p && *p;) {
+      char* colon = nullptr;
       char* end = nullptr;
-      const long a = std::strtol(p, &end, 10);
-      if (end == p || *end != ':') fail("LOCKSTEP_CUDA_SKINNY_REMAP: expected a:b pairs, got '", v, "'");
-      p = end + 1;
-      const long b = std::strtol(p, &end, 10);
-      if (end == p || a < 0 || a >= kSkN || b < 0 || b >= kSkN)
-        fail("LOCKSTEP_CUDA_SKINNY_REMAP: configs are 0..", kSkN - 1, ", got '", v, "'");
+      const long a = std::strtol(p, &colon, 10);
+      const long b = *colon == ':' ? std::strtol(colon + 1, &end, 10) : -1;
+      if (colon == p || !end || end == colon + 1 || (*end && *end != ',') || a < 0 || a >= kSkN ||
+          b < 0 || b >= kSkN)
+        fail("LOCKSTEP_CUDA_SKINNY_REMAP: expected a:b pairs of configs 0..", kSkN - 1,
+             " separated by commas, got '", v, "'");
       m[a] = static_cast<int>(b);
-      p = *end == ',' ? end + 1 : end;
-      if (*end && *end != ',') fail("LOCKSTEP_CUDA_SKINNY_REMAP: expected a:b pairs, got '", v, "'");
+      p = *end ? end + 1 : end;
     }
     return m;
   }();
@@ -199,8 +199,9 @@ const std::vector<int>& skinny_remap() {
 }
 
 void launch_small(const Group& g, const float* x, int M, int K, int S) {
-  int c = skinny_override > 0 && skinny_override <= kSkN ? skinny_override - 1
-                                                         : skinny_remap()[pick_small(g.total_n, K, M, S)];
+  int c = skinny_override > 0 && skinny_override <= kSkN
+              ? skinny_override - 1
+              : skinny_remap()[pick_small(g.total_n, K, M, S)];
   auto go = [&](int cfg) {
     return M <= 8 ? launch_small_cfg<1>(cfg, g, x, M, K, S) : launch_small_cfg<2>(cfg, g, x, M, K, S);
   };

@@ -102,7 +102,7 @@ bool launch_experts(const ExpertArgs& a, int S, int T, int slots) {
   using I1 = std::integral_constant<int, 1>;
   using I2 = std::integral_constant<int, 2>;
   using I4 = std::integral_constant<int, 4>;
-  if (T <= 8 || expert_batch_tile_rows() == 8) {
+  if (T <= 8 || (T <= 64 && expert_batch_tile_rows() == 8)) {  // quantized calls past 64 too
     if (S == 4) return go(I1{}, I4{});
     if (S == 2) return go(I1{}, I2{});
     return go(I1{}, I1{});
