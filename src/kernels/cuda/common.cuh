@@ -86,6 +86,10 @@ __device__ __forceinline__ void named_bar_arrive(int id) {
 #undef LOCKSTEP_NAMED_BARS
 #undef LOCKSTEP_NAMED_BAR
 
+// How many times a launch named `what` is made: 1, or 0 / 2 under the timing experiments'
+// LOCKSTEP_CUDA_TIMING_SKIP / _TWICE (launch_experiment.cu; the output is then not the model's).
+int launch_repeats(const char* what);
+
 // kernel<<<grid, block, smem, stream()>>>(args...), with the PDL attribute where pdl_next_launch()
 // says so; throws naming `what` when the launch fails.
 template <typename... P, typename... A>
@@ -100,8 +104,11 @@ void launch(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_next_launch() ? 1 : 0;
-  check(cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...), what);
+  const int repeats = launch_repeats(what);
+  for (int r = 0; r < repeats; ++r) {
+    cfg.numAttrs = pdl_next_launch() ? 1 : 0;
+    check(cudaLaunchKernelEx(&cfg, kernel, args...), what);
+  }
 }
 
 inline unsigned blocks_for(int64_t n, int threads) {

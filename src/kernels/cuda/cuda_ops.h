@@ -145,7 +145,7 @@ int set_linear_skinny_override(int config);
 // Any choice gives the same bits (linear_experts.cuh).
 int set_expert_decode_config(int config);
 // Tests and sweeps only: the grouped expert linear's token tile for calls of 9 to 64 tokens:
-// 8 or 16 rows forces it, anything else returns to LOCKSTEP_CUDA_EXPERT_BATCH_TILE (default 16).
+// 8 or 16 rows forces it, anything else returns to LOCKSTEP_CUDA_EXPERT_BATCH_TILE (default 8).
 // Returns the rows now in force. Either gives the same bits (linear_experts.cuh).
 int set_expert_batch_tile_rows(int rows);
 // The configuration (1..n) that the last M <= 16 linear launch ran, and a configuration's name.

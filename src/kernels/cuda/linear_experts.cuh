@@ -40,13 +40,16 @@ using ExpertDecodeCfg1 = SkCfg<1, 128, 2>;  // half the ring: twice the blocks r
 constexpr int kExpertDecodeConfigs = 2;
 constexpr int kExpertDecodeDefault = 1;
 int expert_decode_config();
-// Calls of 9 to 64 tokens (batched decode, verify blocks; BF16 or quantized): token tiles of 16
-// rows (MT = 2, x staged for 16 FP32 rows: one BF16 block per multiprocessor at 4 pieces) or of 8
-// (MT = 1, as a decode launch, with its config: an expert's rows past 8 take a second tile, which
-// reads the weights again). expert_batch_tile_rows: a test's override, else
+// Calls of 9 to 64 tokens (batched decode, verify blocks; BF16 or quantized): token tiles of 8
+// rows (MT = 1, as a decode launch, with its config: an expert's rows past 8 take a second tile,
+// which reads the weights again) or of 16 (MT = 2, x staged for 16 FP32 rows: one BF16 block per
+// multiprocessor at 4 pieces). expert_batch_tile_rows: a test's override, else
 // LOCKSTEP_CUDA_EXPERT_BATCH_TILE (8 or 16), else kExpertBatchTileDefault. The K walk is the same
-// either way, so the bits are too.
-constexpr int kExpertBatchTileDefault = 16;
+// either way, so the bits are too. 8 is the default: H100, 64 sequences decoding together
+// (`bench --batch 64 -p 512 -n 32`), two alternated rounds, a step of 11.86 ms against 14.99
+// (qwen3.5-35b-a3b shape, 12 layers) and 4.06 against 5.69 (qwen3-30b-a3b, 6 layers): more blocks
+// resident outweigh the second read of the busier experts' weights.
+constexpr int kExpertBatchTileDefault = 8;
 int expert_batch_tile_rows();
 
 template <int MT, int S, int QB, typename CF = ExpertCfg<QB>>
@@ -102,7 +105,8 @@ bool launch_experts(const ExpertArgs& a, int S, int T, int slots) {
   using I1 = std::integral_constant<int, 1>;
   using I2 = std::integral_constant<int, 2>;
   using I4 = std::integral_constant<int, 4>;
-  if (T <= 8 || (T <= 64 && expert_batch_tile_rows() == 8)) {  // quantized calls past 64 too
+  // Quantized calls of more than 64 tokens (a prefill chunk) come here too and take 16-row tiles.
+  if (T <= 8 || (T <= 64 && expert_batch_tile_rows() == 8)) {
     if (S == 4) return go(I1{}, I4{});
     if (S == 2) return go(I1{}, I2{});
     return go(I1{}, I1{});
