@@ -16,7 +16,8 @@
 #       CHECK=gemma: the small Gemma 3 / 4 / 4-MoE presets with drafts (GEMMA_PRESETS: which)
 #       and Gemma 4's assistant;
 #       CHECK="moe gemma": both; TESTS: the op tests' gtest filter), and, with an old engine, greedy tokens and score logit hashes of
-#       old and new binaries compared (a speed change must not move a bit).
+#       old and new binaries compared (a speed change must not move a bit; OLDNEW_MODELS: which of
+#       the models made, e.g. "q35 qnext", default all).
 # Run from the repo root after tools/cuda/pack_engine.sh here, carrying .cuda-carry-engine-xz; an
 # old engine to compare with travels as .cuda-carry-old/engine.tar.xz (bin/lockstep,
 # bin/run-lockstep, lib/ of an earlier pack), or is this engine under the environment OLD_ENV.
@@ -81,7 +82,7 @@ if [ "$mode" = check ]; then
     stamp "old against new binary: score logit hashes and greedy tokens"
     # (ids below 499: the small presets' vocabulary; 300 of them: past one 256-key chunk)
     ids40=$(seq -s, 3 7 283); ids300=$(for i in $(seq 0 299); do echo $(( (i * 37 + 5) % 499 )); done | paste -sd,)
-    for m in $models; do
+    for m in ${OLDNEW_MODELS:-$models}; do
       for q in "" "--quantize 4"; do old_new_bits "$work/$m" "$q" "$ids40" "$ids300"; done
     done
   fi
