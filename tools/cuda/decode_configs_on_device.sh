@@ -8,14 +8,14 @@
 # - batched decode (`bench --batch BATCH -p 512 -n 32 -r 2`) under each of BATCH_ENVS, alternated,
 #   BATCH_ROUNDS rounds (default ROUNDS);
 # - first, the GPU op tests of TESTS (default: the grouped expert and skinny linear ones, which
-#   force every config against the default bitwise).
+#   force every config against the default bitwise; TESTS=none: no tests).
 # Run from the repo root with carry [".cuda-carry-engine-xz"] (tools/cuda/pack_engine.sh).
 set -uo pipefail
 . "$(dirname "$0")/device_script.sh"
 work=/tmp/lockstep-decode-configs
 mkdir -p "$work"
 nvidia-smi -L | tee -a "$summary"
-op_tests cuda_tests.log "${TESTS:-*GroupedExpert*:*Skinny*:*MoeLayerDevice*}"
+[ "${TESTS:-}" = none ] || op_tests cuda_tests.log "${TESTS:-*GroupedExpert*:*Skinny*:*MoeLayerDevice*}"
 like="${LIKE:-qwen3.5-35b-a3b}" layers="${LAYERS:-12}"
 m="$work/$like"
 stamp "make-random $like ($layers layers)"
