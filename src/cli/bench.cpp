@@ -179,7 +179,9 @@ int run_batch_command(const BenchFlags& f, const json& machine, const std::strin
       {"gen_tokens", o.gen_tokens},
       {"repetitions", o.repetitions},
       {"machine", machine},
-      {"workload", {{"decode_bytes_per_step", bytes}, {"decode_flops_per_step", flops}}},
+      {"workload", {{"decode_bytes_per_step", bytes},
+                    {"decode_flops_per_step", flops},
+                    {"routed_expert_share", w.batch_routed_share(n)}}},
       {"prefill", {{"tok_s", prefill_tps}, {"seconds_median", summarize(prefill).median}}},
       {"decode_step_ms", {{"median", 1e3 * step.median}, {"mean", 1e3 * mean_step},
                           {"min", 1e3 * step.min}, {"max", 1e3 * step.max}}},
@@ -208,6 +210,11 @@ int run_batch_command(const BenchFlags& f, const json& machine, const std::strin
   std::printf("decode     %12.2f tok/s aggregate, %.2f per sequence: %.1f GB/s, %.1f%% of the bandwidth floor "
               "(floor %.1f tok/s, %.0f MB/step)\n",
               agg_tps, 1 / mean_step, gbps, 100 * gbps / bw, floor_tps, bytes / 1e6);
+  if (w.routed_bytes > 0)
+    std::printf("           (routed experts counted at %.1f%% of their bytes: the distinct experts %lld "
+                "tokens read if routing were uniform; one token reads %.1f%%)\n",
+                100 * w.batch_routed_share(n), static_cast<long long>(f.batch),
+                100 * w.routed_share);
   std::printf("peak RSS: %.0f MiB\n", peak_rss_mib());
   return 0;
 }

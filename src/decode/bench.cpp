@@ -31,6 +31,7 @@ Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_el
                                                       static_cast<double>(c.num_experts)
                                                 : 1.0;
   Workload w;
+  w.routed_share = routed_share;
   for (const std::string& name : ckpt->names()) {
     // Not read by a plain forward: MTP heads, vision towers, and the embedding table when an
     // untied lm_head exists (a forward reads one embedding row per token).
@@ -51,14 +52,15 @@ Workload workload_of(const std::string& dir, const ModelConfig& c, int64_t kv_el
                              (t->dtype == DType::F32 || t->dtype == DType::BF16 ||
                               t->dtype == DType::F16) &&
                              t->shape.back() % quantize_group_size == 0;
+    double bytes = static_cast<double>(t->nbytes);
     if (requantized) {
       const double cols = static_cast<double>(t->shape.back());
       const double rows = static_cast<double>(t->numel()) / cols;
-      w.weight_bytes += share * (rows * cols * quantize_bits / 8 +
-                                 rows * (cols / static_cast<double>(quantize_group_size)) * 4);
-    } else {
-      w.weight_bytes += share * static_cast<double>(t->nbytes);
+      bytes = rows * cols * quantize_bits / 8 +
+              rows * (cols / static_cast<double>(quantize_group_size)) * 4;
     }
+    w.weight_bytes += share * bytes;
+    if (routed) w.routed_bytes += bytes;
     // Linear parameters: float matrices, or packed codes (32 / bits weights per uint32 word).
     if (matrix && !contains(name, "conv1d")) {
       const double per_element =

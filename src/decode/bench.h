@@ -7,6 +7,7 @@
 // bandwidth floor and the FMA peak.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,14 +28,26 @@ struct Workload {
   double attn_flops_per_pos = 0;  // attention FLOPs per token per context position
   double state_bytes = 0;       // recurrent state read per token (Gated DeltaNet)
   double state_flops = 0;
+  // A mixture of experts: every routed expert's bytes (weight_bytes holds routed_share of them,
+  // the k / E of E experts that one decode token reads). 0 for a dense model.
+  double routed_bytes = 0;
+  double routed_share = 1;
 
   // Bytes one decode forward reads at context length `ctx`, and the FLOPs it does.
   double decode_bytes(double ctx) const { return weight_bytes + kv_bytes_per_pos * ctx + state_bytes; }
-  // Bytes one decode step of `batch` sequences reads: the weights once, each sequence's KV and
-  // state. A mixture of experts counts its batch-1 expert share, so for it this is a lower bound
-  // (rows routed to different experts read more of them).
+  // The share of a layer's routed experts that `batch` tokens read together, if routing were
+  // uniform: each token picks k of E, so an expert is missed by all of them with probability
+  // (1 - k / E)^batch. k / E at batch 1; 1 for a dense model. Real routing is skewed (fewer
+  // distinct experts), so for a trained model this overstates the bytes of a large batch.
+  double batch_routed_share(double batch) const {
+    if (routed_bytes <= 0) return 1;
+    return 1 - std::pow(1 - routed_share, batch);
+  }
+  // Bytes one decode step of `batch` sequences reads: the weights once (a mixture of experts'
+  // routed experts at batch_routed_share), each sequence's KV and state.
   double batch_decode_bytes(double ctx, double batch) const {
-    return weight_bytes + batch * (kv_bytes_per_pos * ctx + state_bytes);
+    const double routed = routed_bytes * (batch_routed_share(batch) - routed_share);
+    return weight_bytes + routed + batch * (kv_bytes_per_pos * ctx + state_bytes);
   }
   double token_flops(double ctx) const {
     return 2 * linear_params + attn_flops_per_pos * ctx + state_flops;
