@@ -179,9 +179,7 @@ int run_batch_command(const BenchFlags& f, const json& machine, const std::strin
       {"gen_tokens", o.gen_tokens},
       {"repetitions", o.repetitions},
       {"machine", machine},
-      {"workload", {{"decode_bytes_per_step", bytes},
-                    {"decode_flops_per_step", flops},
-                    {"routed_expert_share", w.batch_routed_share(n)}}},
+      {"workload", {{"decode_bytes_per_step", bytes}, {"decode_flops_per_step", flops}}},
       {"prefill", {{"tok_s", prefill_tps}, {"seconds_median", summarize(prefill).median}}},
       {"decode_step_ms", {{"median", 1e3 * step.median}, {"mean", 1e3 * mean_step},
                           {"min", 1e3 * step.min}, {"max", 1e3 * step.max}}},
@@ -194,6 +192,8 @@ int run_batch_command(const BenchFlags& f, const json& machine, const std::strin
                   {"fraction_of_bandwidth_floor", gbps / bw}}},
       {"peak_rss_mib", peak_rss_mib()},
   };
+  // A mixture of experts: the share of its routed experts' bytes counted above.
+  if (w.routed_bytes > 0) j["workload"]["routed_expert_share"] = w.batch_routed_share(n);
   if (f.json_out) {
     std::cout << j.dump() << "\n";
     return 0;

@@ -87,6 +87,17 @@ check "$b" '0 < j["decode_step_ms"]["min"] <= j["decode_step_ms"]["median"] <= j
 check "$b" 'abs(j["decode"]["aggregate_tok_s"] - 3000 / j["decode_step_ms"]["mean"]) < 1e-6 * j["decode"]["aggregate_tok_s"]'
 check "$b" 'abs(j["decode"]["fraction_of_bandwidth_floor"] - j["decode"]["gbps"] / 10.0) < 1e-9 and j["decode"]["floor_tok_s"] > 0'
 check "$b" 'j["workload"]["decode_bytes_per_step"] > 0 and j["prefill"]["tok_s"] > 0'
+check "$b" '"routed_expert_share" not in j["workload"]'  # dense: every weight read once
+# A mixture of experts: its routed experts counted at the share 3 uniformly routed tokens reach.
+"$bin" make-random --like tiny-qwen3-moe -o "$tmp/moe" --seed 3 > /dev/null 2>&1 || fail "make-random tiny-qwen3-moe failed"
+XDG_CACHE_HOME="$tmp/cache" "$bin" bench -m "$tmp/moe" --batch 3 -p 8 -n 2 -r 1 --threads 1 --json \
+  > "$tmp/moe.json" 2> "$tmp/batch.err" || fail "bench --batch (MoE) failed: $(cat "$tmp/batch.err")"
+python3 - "$tmp/moe.json" "$tmp/moe/config.json" <<'PY' || fail "MoE routed share: $(cat "$tmp/moe.json")"
+import json, sys
+j, c = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+share = c["num_experts_per_tok"] / c["num_experts"]
+assert abs(j["workload"]["routed_expert_share"] - (1 - (1 - share) ** 3)) < 1e-12
+PY
 if "$bin" bench -m "$model" --batch 2 --spec mtp -p 8 -n 2 > "$tmp/out" 2> "$tmp/err"; then fail "--batch with --spec ran"; fi
 grep -q -- "--batch" "$tmp/err" || fail "--batch --spec: unclear error: $(cat "$tmp/err")"
 echo "bench_serve.sh: ok"

@@ -7,6 +7,7 @@
 // Names are detail::launch's `what` ("rms_norm_kernel", "linear_experts (skinny kernel)", ...).
 // Either makes the output something other than the model's: a warning says so on the first
 // affected launch. Unset (the default), a launch is made once and nothing else changes.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
