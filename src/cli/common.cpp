@@ -47,6 +47,23 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required) {
                  "Where the model runs: cpu (default) or cuda (NVIDIA GPU, Hopper: every "
                  "supported family; the same tokens as alone, batched or speculated)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--tensor-parallel,--tensor-parallel-size", flags.tensor_parallel,
+                 "GPUs to split the model over (default 1). Only 1 runs today: the transport "
+                 "between GPUs is not built (docs/design-notes.md, \"Tensor parallelism across "
+                 "GPUs\")")
+      ->check(CLI::Range(1, 1024));
+}
+
+void check_tensor_parallel(const ModelFlags& flags) {
+  if (flags.tensor_parallel == 1) return;
+  if (kernels::parse_device(flags.device) != kernels::Device::Cuda)
+    fail("--tensor-parallel ", flags.tensor_parallel,
+         ": tensor parallelism splits a model over GPUs; it applies to --device cuda only");
+  fail("--tensor-parallel ", flags.tensor_parallel,
+       ": splitting a model over several GPUs is not built yet; one process runs a model on one "
+       "GPU. The arithmetic that gives every GPU count the same tokens is built and tested on one "
+       "GPU (docs/design-notes.md, \"Tensor parallelism across GPUs\"); the transport between "
+       "GPUs is not. Run with --tensor-parallel 1 (the default).");
 }
 
 std::string resolve_model_dir(const ModelFlags& flags) {
@@ -59,6 +76,7 @@ std::string resolve_model_dir(const ModelFlags& flags) {
 }
 
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& flags, int64_t needed_tokens) {
+  check_tensor_parallel(flags);
   ThreadPool::set_default_threads(flags.threads);
   kernels::set_quant_dot(flags.quant_dot.empty() ? kernels::kDefaultQuantDot
                                                  : kernels::parse_quant_dot(flags.quant_dot.c_str()));

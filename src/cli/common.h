@@ -24,11 +24,16 @@ struct ModelFlags {
   int64_t quantize_group_size = 64;
   std::string device = "cpu";  // --device: cpu or cuda
   std::string quant_dot;       // --quant-dot: float or int8 ("": the CPU default)
+  int tensor_parallel = 1;     // --tensor-parallel: GPUs one model is split over (1: one GPU)
 };
 
-// Adds -m/--model, --threads, --ctx-size, --quantize, --quant-dot, --device. When the model is optional, -m defaults to the
+// Adds -m/--model, --threads, --ctx-size, --quantize, --quant-dot, --device, --tensor-parallel. When the model is optional, -m defaults to the
 // shipped model (models/ next to the binary's source tree, or $LOCKSTEP_MODEL).
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required);
+
+// Refuses --tensor-parallel N > 1, naming what is and is not built (load_model_from_flags calls it
+// before reading any weight; commands that load otherwise call it themselves).
+void check_tensor_parallel(const ModelFlags& flags);
 
 // The directory -m resolved to (the shipped default when -m was not given).
 std::string resolve_model_dir(const ModelFlags& flags);

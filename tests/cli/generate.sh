@@ -59,4 +59,10 @@ expect_error "outside the vocabulary" generate -m "$tmp/m" --prompt-ids 1,999999
 expect_error "tokenizer.json" generate -m "$tmp/m" -p "hello"
 expect_error "config.json" generate -m "$tmp/nowhere" --prompt-ids 1
 expect_error "top_p" generate -m "$tmp/m" --prompt-ids 1 --temp 1 --top-p 0
+# Tensor parallelism: 1 GPU runs; more are refused before any weight is read, saying why.
+expect_error "not built yet" generate -m "$tmp/m" --prompt-ids 1 --device cuda --tensor-parallel 2
+expect_error "applies to --device cuda" score -m "$tmp/m" --ids 1,2 --tensor-parallel-size 4
+expect_error "not in range" generate -m "$tmp/m" --prompt-ids 1 --tensor-parallel 0
+run --tensor-parallel 1 > "$tmp/tp1.json"
+[[ "$(ids "$tmp/tp1.json")" == "$a" ]] || fail "--tensor-parallel 1 changed the output"
 echo "generate.sh: ok"
