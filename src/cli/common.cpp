@@ -54,6 +54,8 @@ void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required) {
       ->check(CLI::Range(1, 1024));
 }
 
+namespace {
+// --tensor-parallel N > 1 is refused before any weight is read, naming what is and is not built.
 void check_tensor_parallel(const ModelFlags& flags) {
   if (flags.tensor_parallel == 1) return;
   if (kernels::parse_device(flags.device) != kernels::Device::Cuda)
@@ -65,6 +67,7 @@ void check_tensor_parallel(const ModelFlags& flags) {
        "GPU (docs/design-notes.md, \"Tensor parallelism across GPUs\"); the transport between "
        "GPUs is not. Run with --tensor-parallel 1 (the default).");
 }
+}  // namespace
 
 std::string resolve_model_dir(const ModelFlags& flags) {
   if (!flags.dir.empty()) return flags.dir;

@@ -31,10 +31,6 @@ struct ModelFlags {
 // shipped model (models/ next to the binary's source tree, or $LOCKSTEP_MODEL).
 void add_model_flags(CLI::App& app, ModelFlags& flags, bool model_required);
 
-// Refuses --tensor-parallel N > 1, naming what is and is not built (load_model_from_flags calls it
-// before reading any weight; commands that load otherwise call it themselves).
-void check_tensor_parallel(const ModelFlags& flags);
-
 // The directory -m resolved to (the shipped default when -m was not given).
 std::string resolve_model_dir(const ModelFlags& flags);
 
